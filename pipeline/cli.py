@@ -1,0 +1,143 @@
+"""The `pipeline` command: parse options, call one core function, render its result.
+
+Exit codes (every command):
+  0  done (for `gate`: keep_edge)
+  1  `gate` only: partial_rollback or rollback_to_cloud
+  2  usage or input error, a database held by another writer, or any failure of the tool
+  3  `gate` only: insufficient_data
+Heavy modules (Great Expectations, the gate) are imported inside the commands
+that need them, so `pipeline --help` and `pipeline gate` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import PipelineError, UsageError
+
+EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage already; keep its message to one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _db_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", type=Path, default=None,
+                   help="DuckDB file (default: $PIPELINE_DB, else ./telemetry.duckdb)")
+
+
+def _db(args: argparse.Namespace) -> Path:
+    from pipeline.db import default_db_path
+
+    return args.db or default_db_path()
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+class _ProgressBar:
+    """A one-line bar on stderr, only on a terminal and only for more than a few files."""
+
+    def __init__(self, min_files: int = 4):
+        self.enabled = sys.stderr.isatty()
+        self.min_files = min_files
+
+    def __call__(self, done: int, total: int, path: Path) -> None:
+        if not self.enabled or total < self.min_files:
+            return
+        width = 30
+        filled = width * done // total
+        name = path.name[:40]
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files {name:<40}")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from pipeline.ingest import ingest
+
+    result = ingest(_db(args), args.paths, progress=None if args.json else _ProgressBar())
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        print(result)
+    return EXIT_OK
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from pipeline.simulate import SCENARIOS, write_parquet
+
+    if args.scenario not in SCENARIOS:
+        raise UsageError(f"unknown scenario {args.scenario!r}; choose one of: {', '.join(SCENARIOS)}")
+    if args.rows < 0 or args.files < 1:
+        raise UsageError("--rows must be >= 0 and --files >= 1")
+    start = datetime.fromisoformat(args.start) if args.start else None
+    paths = write_parquet(args.out, args.release, args.rows, args.scenario, args.seed,
+                          start=start, days=args.days, files=args.files, bad_rows=args.bad_rows)
+    print(f"wrote {args.rows} rows of scenario {args.scenario} for release {args.release} "
+          f"into {len(paths)} files under {args.out}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="pipeline", description="Telemetry ingestion and rollback gate for on-device language models.",
+                     epilog="exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 error, 3 insufficient data")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("ingest", help="validate and load telemetry Parquet files or folders")
+    p.add_argument("paths", nargs="+", type=Path, help="Parquet files, or folders searched for *.parquet")
+    _db_option(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("simulate", help="write realistic telemetry Parquet for a scenario")
+    p.add_argument("--out", type=Path, required=True, help="folder to write into")
+    p.add_argument("--release", required=True)
+    p.add_argument("--rows", type=int, default=10_000)
+    p.add_argument("--scenario", default="healthy", help="healthy, postmortem, ... (see pipeline.simulate)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--files", type=int, default=1, help="number of Parquet files to split the rows into")
+    p.add_argument("--days", type=int, default=7, help="days of telemetry, ending today (UTC)")
+    p.add_argument("--start", help="first day, ISO date (default: --days before today)")
+    p.add_argument("--bad-rows", type=int, default=0, help="rows that break contract rules, for testing")
+    p.set_defaults(func=cmd_simulate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except PipelineError as exc:
+        print(f"pipeline {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"pipeline {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the one boundary: a crash must never look like exit 1 (rollback)
+        if args.debug or os.environ.get("PIPELINE_DEBUG"):
+            traceback.print_exc()
+        print(f"pipeline {args.command}: internal error: {type(exc).__name__}: {exc} "
+              "(rerun with --debug for the traceback)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""`pipeline ingest`: landed Parquet -> validated, deduplicated rows in DuckDB.
+
+Per file, in order:
+1. content hash: a file whose sha256 is already loaded (any name) is skipped;
+2. read the whole file (a readable footer proves nothing) and cast each contract
+   column; a missing required column or an uncastable one rejects the file;
+3. Great Expectations checks every row rule (validate.py);
+4. one transaction: manifest row, quarantined rows with the rules they broke,
+   new valid rows, GX's per-rule results. A kill leaves the file wholly in or out.
+
+A row that breaks a rule is quarantined even when its event_id is already
+stored: validity is decided first, then only valid rows are deduplicated, so
+the outcome does not depend on the order files arrive in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline import db, sqlfiles
+from pipeline.errors import UsageError
+from pipeline.schema import Column, Schema, load_schema
+
+Progress = Callable[[int, int, Path], None]
+
+
+class FileRejected(Exception):
+    """The whole file is unusable; the message is the one-line reason."""
+
+
+@dataclass
+class FileResult:
+    path: str
+    status: str  # loaded | rejected | skipped
+    rows_read: int = 0
+    accepted: int = 0
+    quarantined: int = 0
+    duplicates: int = 0
+    reason: str | None = None
+    extra_columns: list[str] = field(default_factory=list)
+    missing_columns: list[str] = field(default_factory=list)
+
+
+@dataclass
+class IngestResult:
+    files: list[FileResult] = field(default_factory=list)
+
+    def _sum(self, key: str) -> int:
+        return sum(getattr(f, key) for f in self.files)
+
+    @property
+    def accepted(self) -> int:
+        return self._sum("accepted")
+
+    def to_dict(self) -> dict[str, Any]:
+        def listed(status: str) -> list[dict[str, str | None]]:
+            return [{"path": f.path, "reason": f.reason} for f in self.files if f.status == status]
+
+        return {
+            "files": len(self.files),
+            "loaded_files": sum(f.status == "loaded" for f in self.files),
+            "rows_read": self._sum("rows_read"),
+            "accepted": self.accepted,
+            "quarantined": self._sum("quarantined"),
+            "duplicates": self._sum("duplicates"),
+            "rejected_files": listed("rejected"),
+            "skipped_files": listed("skipped"),
+            "per_file": [asdict(f) for f in self.files],
+        }
+
+    def __str__(self) -> str:
+        d = self.to_dict()
+        lines = [
+            f"{d['files']} files: {d['loaded_files']} loaded, {len(d['rejected_files'])} rejected, "
+            f"{len(d['skipped_files'])} already ingested",
+            f"{d['rows_read']} rows read: {d['accepted']} accepted, {d['quarantined']} quarantined, "
+            f"{d['duplicates']} duplicates",
+        ]
+        for f in self.files:
+            if f.status == "rejected":
+                lines.append(f"  rejected {f.path}: {f.reason}")
+            elif f.status == "skipped":
+                lines.append(f"  skipped  {f.path}: {f.reason}")
+            if f.extra_columns:
+                lines.append(f"  note     {f.path}: ignored columns not in the contract: {', '.join(f.extra_columns)}")
+            if f.missing_columns:
+                lines.append(f"  note     {f.path}: optional columns absent, loaded as NULL: "
+                             f"{', '.join(f.missing_columns)}")
+        return "\n".join(lines)
+
+
+def discover(paths: list[Path]) -> list[Path]:
+    """Files named, plus every *.parquet below each folder named, in a stable order."""
+    found: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found.extend(sorted(q for q in p.rglob("*.parquet") if q.is_file()))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise UsageError(f"no such file or folder: {p}")
+    return list(dict.fromkeys(found))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _cast_column(arr: pa.ChunkedArray, col: Column) -> pa.ChunkedArray:
+    src = arr.type
+    if col.type == "string":
+        if pa.types.is_dictionary(src):
+            arr, src = arr.cast(src.value_type), src.value_type
+        if not (pa.types.is_string(src) or pa.types.is_large_string(src) or pa.types.is_string_view(src)):
+            raise TypeError(f"is {src}, expected string")
+        return arr.cast(pa.string())
+    if col.type == "timestamp":
+        if not pa.types.is_timestamp(src):
+            raise TypeError(f"is {src}, expected a timestamp")
+        if src.tz is not None:  # Arrow keeps instants in UTC; dropping the zone keeps the UTC wall time
+            arr = arr.cast(pa.timestamp(src.unit))
+        # sub-microsecond digits are below telemetry's precision: ns is truncated to µs
+        return arr.cast(pa.timestamp("us"), safe=src.unit != "ns")
+    if col.type == "bool" and not pa.types.is_boolean(src):
+        raise TypeError(f"is {src}, expected bool")
+    if col.type in ("int32", "float64") and not (pa.types.is_integer(src) or pa.types.is_floating(src)):
+        raise TypeError(f"is {src}, expected {col.type}")
+    out = arr.cast(col.arrow_type)  # safe: overflow or fractional ints raise
+    if col.type == "float64":  # NaN is not a measurement: it counts as missing
+        out = pc.if_else(pc.is_nan(out), pa.scalar(None, pa.float64()), out)
+    return out
+
+
+def read_contract_table(path: Path, schema: Schema) -> tuple[pa.Table, list[str], list[str]]:
+    """The file as a table of exactly the contract's columns and types, plus the
+    extra columns ignored and the optional columns absent. Raises FileRejected."""
+    try:
+        raw = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise FileRejected(f"not a readable Parquet file: {message}") from None
+    present = set(raw.column_names)
+    missing_required = [n for n in schema.required if n not in present]
+    if missing_required:
+        raise FileRejected(f"missing required column {', '.join(repr(n) for n in missing_required)}")
+    columns, missing = [], []
+    for col in schema.columns:
+        if col.name not in present:
+            missing.append(col.name)
+            columns.append(pa.chunked_array([pa.nulls(raw.num_rows, col.arrow_type)]))
+            continue
+        try:
+            columns.append(_cast_column(raw[col.name], col))
+        except (TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            detail = str(exc).splitlines()[0]
+            raise FileRejected(f"column {col.name!r} cannot be cast to {col.type}: {detail}") from None
+    extra = [n for n in raw.column_names if n not in schema.names]
+    table = pa.Table.from_arrays(columns, schema=schema.arrow_schema())
+    return table, extra, missing
+
+
+class Ingestor:
+    """One ingest run: the Great Expectations suite is built once, on first need."""
+
+    def __init__(self, db_path: Path, now: datetime | None = None):
+        self.db_path = db_path
+        self.now = now or db.utcnow()
+        self.schema = load_schema()
+        self._validator: Any = None
+
+    def validator(self) -> Any:
+        if self._validator is None:
+            from pipeline.validate import Validator  # Great Expectations takes seconds to import
+
+            self._validator = Validator(self.schema, self.now)
+        return self._validator
+
+    def ingest_file(self, path: Path) -> FileResult:
+        shown = str(path)
+        sha = sha256_of(path)
+        size = path.stat().st_size
+        with db.writing(self.db_path) as con:
+            known = sqlfiles.run(con, "ingest/find_loaded_file", {"sha256": sha}).fetchone()
+        if known:
+            return FileResult(shown, "skipped", reason=f"already ingested as {known[0]} at {known[1]:%Y-%m-%d %H:%M} UTC")
+        try:
+            table, extra, missing = read_contract_table(path, self.schema)
+            from pipeline.validate import ValidatorError
+
+            try:
+                validation = self.validator().validate(table)
+            except ValidatorError as exc:
+                raise FileRejected(f"validator error: {exc}") from None
+        except FileRejected as exc:
+            result = FileResult(shown, "rejected", reason=str(exc))
+            self._store(result, size, sha)
+            return result
+        result = FileResult(shown, "loaded", rows_read=table.num_rows, extra_columns=extra, missing_columns=missing)
+        batch = table.append_column("_row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        self._store(result, size, sha, batch, validation)
+        return result
+
+    def _store(self, result: FileResult, size: int, sha: str, batch: pa.Table | None = None,
+               validation: Any = None) -> None:
+        """The manifest row and, for a loaded file, its rows: one transaction."""
+        with db.writing(self.db_path) as con:
+            con.begin()
+            try:
+                file_id = sqlfiles.run(con, "ingest/insert_file", {
+                    "path": result.path, "size_bytes": size, "sha256": sha, "rows_read": result.rows_read,
+                    "accepted": 0, "quarantined": 0, "duplicates": 0, "status": result.status,
+                    "reason": result.reason, "extra_columns": result.extra_columns,
+                    "missing_columns": result.missing_columns, "ingested_at": self.now,
+                }).fetchone()[0]
+                if batch is not None:
+                    self._load_rows(con, file_id, result, batch, validation)
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+
+    def _load_rows(self, con: Any, file_id: int, result: FileResult, batch: pa.Table, validation: Any) -> None:
+        failures = validation.failure_pairs()
+        con.register("batch", batch)
+        con.register("batch_failures", failures)
+        con.register("batch_validations", pa.Table.from_pylist([asdict(r) for r in validation.results]))
+        result.quarantined = sqlfiles.run(con, "ingest/insert_quarantine", {
+            "file_id": file_id, "source_file": result.path, "quarantined_at": self.now}).fetchone()[0]
+        result.accepted = sqlfiles.run(con, "ingest/insert_events", {"file_id": file_id}).fetchone()[0]
+        result.duplicates = result.rows_read - result.quarantined - result.accepted
+        sqlfiles.run(con, "ingest/update_file_counts", {
+            "file_id": file_id, "accepted": result.accepted, "quarantined": result.quarantined,
+            "duplicates": result.duplicates})
+        sqlfiles.run(con, "ingest/insert_validations", {"file_id": file_id})
+        for name in ("batch", "batch_failures", "batch_validations"):
+            con.unregister(name)
+
+
+def ingest(db_path: Path, paths: list[Path], now: datetime | None = None,
+           progress: Progress | None = None) -> IngestResult:
+    files = discover(paths)
+    result = IngestResult()
+    with db.writer_lock(db_path, "ingest"):
+        ingestor = Ingestor(db_path, now)
+        for i, path in enumerate(files):
+            if progress:
+                progress(i, len(files), path)
+            result.files.append(ingestor.ingest_file(path))
+        if progress:
+            progress(len(files), len(files), Path(""))
+    return result

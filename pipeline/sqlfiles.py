@@ -1,0 +1,66 @@
+"""SQL lives in sql/ as files; this module finds them by name and runs them.
+
+Each file starts with a header:
+    -- name: fallback_rate
+    -- description: one line for `pipeline query --list`
+    -- params: release, day (optional)
+User values reach SQL only as bound parameters ($name in DuckDB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    name: str
+    path: Path
+    description: str
+    params: tuple[str, ...]
+    text: str
+
+    @property
+    def relpath(self) -> str:
+        return str(self.path.relative_to(SQL_DIR.parent))
+
+
+def _parse(path: Path) -> SqlFile:
+    text = path.read_text()
+    header: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        key, _, value = line[2:].strip().partition(":")
+        if value:
+            header[key.strip()] = value.strip()
+    params = tuple(p.strip() for p in header.get("params", "").split(",") if p.strip())
+    return SqlFile(header.get("name", path.stem), path, header.get("description", ""), params, text)
+
+
+@cache
+def sql_file(relname: str) -> SqlFile:
+    """`relname` is a path under sql/ without the suffix, e.g. 'ingest/insert_events'."""
+    return _parse(SQL_DIR / f"{relname}.sql")
+
+
+def list_folder(folder: str) -> list[SqlFile]:
+    return [_parse(p) for p in sorted((SQL_DIR / folder).glob("*.sql"))]
+
+
+def param_names(sf: SqlFile) -> list[str]:
+    """Names of the params, without the '(optional)' notes of the header."""
+    return [p.split()[0] for p in sf.params]
+
+
+def run(con: duckdb.DuckDBPyConnection, relname: str, params: dict[str, Any] | None = None):
+    """Execute one sql/ file with bound parameters; returns the connection's result."""
+    sf = sql_file(relname)
+    return con.execute(sf.text, params or {}) if params else con.execute(sf.text)

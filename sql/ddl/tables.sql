@@ -1,0 +1,26 @@
+-- name: tables
+-- description: the warehouse's bookkeeping tables (events and quarantine are generated from schemas/)
+CREATE SEQUENCE IF NOT EXISTS file_id_seq START 1;
+CREATE TABLE IF NOT EXISTS files (
+    file_id        INTEGER PRIMARY KEY,
+    path           VARCHAR NOT NULL,
+    size_bytes     BIGINT NOT NULL,
+    sha256         VARCHAR NOT NULL,
+    rows_read      BIGINT NOT NULL,
+    accepted       BIGINT NOT NULL,
+    quarantined    BIGINT NOT NULL,
+    duplicates     BIGINT NOT NULL,
+    status         VARCHAR NOT NULL,      -- loaded | rejected
+    reason         VARCHAR,               -- why a file was rejected
+    extra_columns  VARCHAR[],             -- columns not in the contract, ignored
+    missing_columns VARCHAR[],            -- nullable contract columns absent, loaded as NULL
+    ingested_at    TIMESTAMP NOT NULL
+);
+CREATE TABLE IF NOT EXISTS validations (
+    file_id          INTEGER NOT NULL,
+    rule             VARCHAR NOT NULL,
+    expectation      VARCHAR NOT NULL,
+    success          BOOLEAN NOT NULL,
+    element_count    BIGINT NOT NULL,
+    unexpected_count BIGINT NOT NULL
+);
