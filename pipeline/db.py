@@ -28,7 +28,7 @@ from pipeline.errors import DatabaseBusy, DatabaseError
 from pipeline.schema import Schema, load_schema
 
 DEFAULT_DB = "telemetry.duckdb"
-# How long a reader waits for a writer's transaction to end before giving up.
+# How long a connection waits for another process's brief hold on the file.
 READ_WAIT_SECONDS = 30.0
 
 
@@ -72,9 +72,21 @@ def _open(path: Path, read_only: bool, config: dict | None = None) -> duckdb.Duc
         raise DatabaseError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
 
 
-def connect_write(path: Path) -> duckdb.DuckDBPyConnection:
-    """A read-write connection with the warehouse tables in place."""
-    con = _open(path, read_only=False)
+def _open_waiting(path: Path, read_only: bool, config: dict | None, wait: float) -> duckdb.DuckDBPyConnection:
+    """Readers and the writer each hold the file briefly, so a busy file is retried for up to `wait` s."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return _open(path, read_only=read_only, config=config)
+        except DatabaseBusy:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
+def connect_write(path: Path, wait: float = READ_WAIT_SECONDS) -> duckdb.DuckDBPyConnection:
+    """A read-write connection with the warehouse tables in place. Callers hold writer_lock."""
+    con = _open_waiting(path, read_only=False, config=None, wait=wait)
     try:
         con.execute(events_ddl(load_schema()))
         con.execute(sqlfiles.sql_file("ddl/tables").text)
@@ -101,15 +113,7 @@ def connect_read(path: Path, sandbox: bool = False, wait: float = READ_WAIT_SECO
         raise DatabaseError(f"no database at {path}; create it with: pipeline ingest --db {path} PATH")
     config = {"enable_external_access": False, "autoload_known_extensions": False,
               "autoinstall_known_extensions": False} if sandbox else None
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            con = _open(path, read_only=True, config=config)
-            break
-        except DatabaseBusy:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.1)
+    con = _open_waiting(path, read_only=True, config=config, wait=wait)
     if sandbox:
         con.execute("SET lock_configuration = true")
     return con

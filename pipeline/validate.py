@@ -32,6 +32,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 import great_expectations as gx  # noqa: E402  (the env var must be set first)
 import great_expectations.expectations as gxe  # noqa: E402
 from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
+from great_expectations.expectations.row_conditions import Column as GxColumn  # noqa: E402
 
 logging.getLogger("great_expectations").setLevel(logging.ERROR)
 
@@ -95,10 +96,9 @@ def _expectation(rule: Rule, now: datetime) -> gxe.Expectation:
         bound = now + timedelta(hours=rule.arg("max_ahead_hours"))
         return gxe.ExpectColumnValuesToBeBetween(column=rule.column, max_value=_epoch_us(bound), meta=meta)
     if rule.kind == "forbidden_when":
-        when = f'{rule.arg("when_column")}=="{rule.arg("when_value")}"'
         return gxe.ExpectColumnValuesToNotBeInSet(
             column=rule.column, value_set=[rule.arg("forbidden_value")],
-            row_condition=when, condition_parser="pandas", meta=meta,
+            row_condition=GxColumn(rule.arg("when_column")) == rule.arg("when_value"), meta=meta,
         )
     raise ValueError(f"unknown rule kind {rule.kind!r} for rule {rule.name}")
 

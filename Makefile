@@ -1,0 +1,26 @@
+# `make demo` and `make test` create the virtualenv themselves when it is missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/pipeline nightly --landing sample_logs --db telemetry.duckdb
+
+test: $(STAMP)
+	$(BIN)/ruff check pipeline tests bench
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/ingest.py
+
+clean:
+	rm -rf $(VENV) telemetry.duckdb telemetry.duckdb.wal telemetry.duckdb.lock

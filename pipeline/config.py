@@ -1,0 +1,192 @@
+"""gates/admission.yaml, loaded once into frozen, typed objects.
+
+The dataclasses below are the registry of settings: their fields are the only
+keys allowed, their types and `meta` bounds are checked on load, and every
+error names the file and the dotted key (`gates.peak_memory.max_p95_ratio`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.errors import ConfigError
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "gates" / "admission.yaml"
+MODES = ("enforce", "observe")
+
+
+def _f(default: Any, lo: float | None = None, hi: float | None = None, choices: tuple | None = None,
+       help: str = "") -> Any:
+    return field(default=default, metadata={"lo": lo, "hi": hi, "choices": choices, "help": help})
+
+
+@dataclass(frozen=True)
+class Gate:
+    mode: str = _f("enforce", choices=MODES, help="enforce blocks the edge route; observe only reports")
+
+
+@dataclass(frozen=True)
+class RatioCeiling(Gate):
+    max_p95_ratio: float = _f(0.40, 0, 1, help="p95 of memory / device RAM")
+
+
+@dataclass(frozen=True)
+class MsCeiling(Gate):
+    max_p95_ms: float = _f(10_000.0, 0, 3_600_000, help="p95 in milliseconds")
+
+
+@dataclass(frozen=True)
+class QualityLoss(Gate):
+    max_relative_loss: float = _f(0.03, 0, 1, help="(cloud - edge) / cloud adoption")
+
+
+@dataclass(frozen=True)
+class Detectability(Gate):
+    min_share: float = _f(0.90, 0, 1, help="failures caught automatically / all failures")
+
+
+@dataclass(frozen=True)
+class FallbackRate(Gate):
+    max_rate: float = _f(0.25, 0, 1, help="ceiling on the edge fallback rate")
+    max_excess_over_cloud: float = _f(0.05, 0, 1, help="edge rate may exceed cloud's by at most this")
+
+
+@dataclass(frozen=True)
+class Thermal(Gate):
+    max_p95_rise_c: float = _f(5.0, 0, 110, help="p95 of temp_end_c - temp_start_c")
+    max_throttled_share: float = _f(0.10, 0, 1, help="share of edge requests with OS throttling")
+
+
+@dataclass(frozen=True)
+class DailyEdgeSeconds(Gate):
+    mode: str = _f("observe", choices=MODES)
+    max_share_over_cap: float = _f(0.05, 0, 1, help="share of device-days over network.daily_edge_seconds_cap")
+
+
+@dataclass(frozen=True)
+class Gates:
+    peak_memory: RatioCeiling = RatioCeiling()
+    resident_memory: RatioCeiling = RatioCeiling(max_p95_ratio=0.25)
+    inference_duration: MsCeiling = MsCeiling()
+    cold_start: MsCeiling = MsCeiling(max_p95_ms=500.0)
+    quality_loss: QualityLoss = QualityLoss()
+    failure_detectability: Detectability = Detectability()
+    fallback_rate: FallbackRate = FallbackRate()
+    weak_network_latency: Gate = Gate()
+    thermal: Thermal = Thermal()
+    daily_edge_seconds: DailyEdgeSeconds = DailyEdgeSeconds()
+
+    def names(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self)]
+
+
+@dataclass(frozen=True)
+class Network:
+    weak_rtt_ms: float = _f(300.0, 0, 600_000, help="rtt_ms at or above this is a weak network")
+    weak_network_types: tuple[str, ...] = _f(("2g", "3g"), help="network_type values that are weak")
+    daily_edge_seconds_cap: float = _f(600.0, 0, 86_400, help="edge inference seconds per device-day")
+
+
+@dataclass(frozen=True)
+class Statistics:
+    confidence: float = _f(0.95, 0.5, 0.9999, help="two-sided level of reported intervals")
+    bootstrap_resamples: int = _f(400, 50, 100_000, help="resamples for quantile intervals")
+
+
+@dataclass(frozen=True)
+class Config:
+    version: int = _f(1, 1, 1)
+    min_rows_per_segment: int = _f(200, 1, 10_000_000)
+    min_cloud_rows_for_baseline: int = _f(100, 1, 10_000_000)
+    window_days: int = _f(14, 1, 3650)
+    network: Network = Network()
+    gates: Gates = Gates()
+    task_overrides: dict[str, Gates] = _f(None, help="per task: gate settings that differ from `gates`")
+    statistics: Statistics = Statistics()
+    source: str = ""
+    digest: str = ""
+
+    def gates_for(self, task: str) -> Gates:
+        return (self.task_overrides or {}).get(task, self.gates)
+
+
+def _type_name(tp: Any) -> str:
+    return {float: "a number", int: "a whole number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+
+
+def _check_scalar(value: Any, tp: Any, key: str, meta: dict) -> Any:
+    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
+        value = float(value)
+    elif tp is int and isinstance(value, int) and not isinstance(value, bool):
+        pass
+    elif tp in (str, bool) and isinstance(value, tp):
+        pass
+    else:
+        raise ValueError(f"{key} must be {_type_name(tp)}, got {value!r}")
+    if meta.get("choices") and value not in meta["choices"]:
+        raise ValueError(f"{key} must be one of {', '.join(meta['choices'])}, got {value!r}")
+    lo, hi = meta.get("lo"), meta.get("hi")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ValueError(f"{key} must be between {lo} and {hi}, got {value!r}")
+    return value
+
+
+def _build(cls: Any, raw: Any, prefix: str, base: Any = None) -> Any:
+    """`raw` (a YAML mapping) over `base` (defaults) as an instance of dataclass `cls`."""
+    base = base if base is not None else cls()
+    if not isinstance(raw, dict):
+        raise ValueError(f"{prefix or 'the file'} must be a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("source", "digest")}
+    values = {}
+    for key, value in raw.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if key not in known:
+            raise ValueError(f"unknown key {dotted!r}; expected one of: {', '.join(known)}")
+        tp, meta = hints[key], known[key].metadata
+        current = getattr(base, key)
+        if dataclasses.is_dataclass(tp):
+            values[key] = _build(tp, value, dotted, current)
+        elif typing.get_origin(tp) is tuple:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{dotted} must be a list of strings, got {value!r}")
+            values[key] = tuple(value)
+        else:
+            values[key] = _check_scalar(value, tp, dotted, meta)
+    return dataclasses.replace(base, **values)
+
+
+def load_config(path: Path | None = None) -> Config:
+    path = Path(path or DEFAULT_CONFIG)
+    try:
+        text = path.read_text()
+        raw = yaml.safe_load(text) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    try:
+        overrides = raw.pop("task_overrides", None) if isinstance(raw, dict) else None
+        config = _build(Config, raw, "")
+        per_task: dict[str, Gates] = {}
+        if overrides is not None:
+            if not isinstance(overrides, dict):
+                raise ValueError(f"task_overrides must be a mapping of task to gate settings, got {overrides!r}")
+            for task, gates in overrides.items():
+                per_task[str(task)] = _build(Gates, gates, f"task_overrides.{task}", config.gates)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return dataclasses.replace(config, task_overrides=per_task, source=str(path), digest=digest)
+
+
+def as_dict(config: Config) -> dict[str, Any]:
+    return json.loads(json.dumps(dataclasses.asdict(config), default=list))

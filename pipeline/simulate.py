@@ -1,0 +1,503 @@
+"""Seeded, fast, realistic telemetry that follows the contract (shared/telemetry-contract.md).
+
+`generate()` builds one Arrow table (the exact cast schema of pipeline/schema.py);
+`write_parquet()` splits it into files under `out_dir/release=<R>/`. numpy + pyarrow
+only, vectorised: 1M rows take about a second.
+
+The model
+---------
+Population. A pool of devices (about one per 20 requests) with a tier
+(low/mid/high/flagship 0.25/0.40/0.25/0.10), a RAM class (low 4 GB, mid 6|8,
+high 8|12, flagship 12|16), a SoC and OS that fit the tier and an NPU mostly on
+high/flagship. Each request picks a device, a task (rewrite/intent/summarize
+0.45/0.35/0.20) with lognormal prompt/output tokens (~150/60, ~40/5, ~300/120)
+and a network (wifi .45, 5g .15, 4g .25, 3g .07, 2g .03, offline .04, unknown
+.01) with a lognormal RTT (null offline). The bucket is the contract's:
+offline; weak = 2g/3g or rtt >= 300 ms; else normal.
+
+Routing. 20 % of online requests are the cloud hold-back baseline, 3 % are
+`edge_with_cloud_check`, the rest (and every offline request) run on the edge.
+
+Latency. Cloud: ttft = 280 ms + prompt / 2000 tok/s + 2-4 x rtt, plus a retry
+tail (1.5-4 s + another 2-4 x rtt) on 30 % of weak-network requests;
+total = ttft + output / 80 tok/s. Edge: ttft = 50 ms + prompt / prefill speed
+(+ cold start), total = ttft + output / decode speed, speeds by tier (the
+healthy 1B build runs on the NPU/GPU delegate). Every part carries lognormal
+noise (sigma 0.2). A cloud check adds a verification round trip; an automatic
+fallback adds a cloud re-serve after part of the edge draft. Cold starts hit
+4-10 % of edge requests (more on low tier), healthy 150-350 ms.
+
+Memory and heat (edge only for memory): resident = the model's footprint,
+peak = resident + activations + KV cache per token. Temperature starts at
+~34 C and rises with edge compute time, saturating (rise = Tmax (1 - e^-t/30s));
+cloud requests barely warm the phone. Throttling gets likely above ~43 C.
+
+Outcomes. Cloud (by task): adopted .92/.95/.90, the rest edited, regenerated,
+undone, abandoned and failed (failed always carries NETWORK or TIMEOUT).
+Edge rows draw one joint category: adopted; auto_fallback (re-served by the
+cloud, then adopted 90 % / edited / regenerated / abandoned); an edge error
+(OOM, LMK_KILLED, MODEL_LOAD_FAILED, TIMEOUT -> failed); an undetected user
+fallback (edited/regenerated/undone); abandoned. Healthy edge: adoption 0.5 %
+relative below the cloud, auto_fallback 4.5 %, errors 0.5 %, undetected user
+fallback 0.2 %, so failure_detectability is ~0.96 and the edge fallback rate
+(~0.05) is no worse than the cloud's (0.025-0.06). Offline requests cannot be
+re-served: the rows a check rejects carry error_code NETWORK instead of
+auto_fallback, outcome unchanged.
+
+The categories are drawn by stratified (systematic) sampling inside every
+task x tier x bucket x (cloud | edge) cell, so each segment's rates match the
+model to within one row: a gate at a few hundred rows per segment sees the
+model, not sampling luck. Everything else is independent random draws.
+
+See SCENARIOS for what each scenario changes and which gates it breaks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.schema import load_schema
+
+SCENARIOS: dict[str, str] = {
+    "healthy": "1B INT4 edge model that passes every gate in every segment",
+    "postmortem": "the rollback case: 1.8B INT4, slow (mid p95 ~15 s), hot (+9 C), adoption 0.78 vs 0.92,"
+                  " peak memory over 40 % on 4 GB phones",
+    "low_tier_memory": "healthy, but a 1B INT8 build (peak ~2 GB, resident ~1.25 GB) breaks the memory lines"
+                       " on 4 GB (low tier) phones only",
+    "sparse": "healthy data, meant for a small --rows so that every segment has too few rows",
+    "aa": "A/A: edge outcomes drawn from the cloud's own outcome model (same adoption, fallback, failures)",
+    "adoption_loss_15": "healthy speed/memory/heat, but edge adoption 15 % (relative) below cloud, lost to"
+                        " user and automatic fallbacks",
+    "weak_network_slow": "healthy, except on weak networks the edge waits on a blocking cloud policy check"
+                         " while the cloud has a fast path, so edge p95 >= cloud p95 there",
+    "fallback_spike": "healthy, except a stricter verifier rejects ~30 % of edge drafts (auto_fallback),"
+                      " adoption unchanged",
+    "cold_start_slow_low": "healthy, except low-tier phones reload the model often and slowly (p95 ~1.3 s)",
+}
+
+WEAK_RTT_MS = 300.0  # the contract's default weak-network threshold (gates/ holds the real one)
+
+TASKS = ("rewrite", "intent", "summarize")
+TASK_P = (0.45, 0.35, 0.20)
+# (median, sigma) of lognormal prompt and output tokens per task
+TOKENS = {"rewrite": ((150, 0.35), (60, 0.30)), "intent": ((40, 0.35), (5, 0.30)),
+          "summarize": ((300, 0.30), (120, 0.25))}
+TIERS = ("low", "mid", "high", "flagship")
+TIER_P = (0.25, 0.40, 0.25, 0.10)
+MEM_CLASSES = {"low": ((4,), (1.0,)), "mid": ((6, 8), (0.6, 0.4)), "high": ((8, 12), (0.6, 0.4)),
+               "flagship": ((12, 16), (0.6, 0.4))}
+SOCS = {"low": ("helio-g85", "unisoc-t606", "snapdragon-480", "exynos-850"),
+        "mid": ("snapdragon-7gen1", "dimensity-7050", "exynos-1380", "snapdragon-778g"),
+        "high": ("snapdragon-8gen1", "dimensity-8300", "tensor-g3", "apple-a15"),
+        "flagship": ("snapdragon-8gen3", "dimensity-9300", "apple-a17-pro", "tensor-g4")}
+ALL_SOCS = tuple(s for tier in TIERS for s in SOCS[tier])
+NPU_P = (0.15, 0.45, 0.85, 0.95)
+ANDROID = ("android-12", "android-13", "android-14", "android-15")
+IOS = ("ios-17", "ios-18")
+NETWORKS = ("wifi", "5g", "4g", "3g", "2g", "offline", "unknown")
+NETWORK_P = (0.45, 0.15, 0.25, 0.07, 0.03, 0.04, 0.01)
+RTT = {"wifi": (40, 0.5), "5g": (45, 0.5), "4g": (90, 0.5), "3g": (350, 0.45), "2g": (800, 0.45),
+       "offline": (1, 0), "unknown": (150, 0.6)}
+ROUTES = ("edge", "cloud", "edge_with_cloud_check")
+
+# Outcome categories: (outcome, auto_fallback, is_error). Order matters for the stratified draw:
+# adopted ones are adjacent, detected failures (1-6) are adjacent, undetected (7-9) are adjacent.
+CATEGORIES = (("adopted", False, False), ("adopted", True, False), ("edited", True, False),
+              ("regenerated", True, False), ("undone", True, False), ("abandoned", True, False),
+              ("failed", False, True), ("edited", False, False), ("regenerated", False, False),
+              ("undone", False, False), ("abandoned", False, False))
+ADOPT, AUTO_ADOPT, AUTO_EDIT, AUTO_REGEN, AUTO_UNDO, AUTO_ABANDON, ERROR, EDIT, REGEN, UNDO, ABANDON = range(11)
+OUTCOMES = ("adopted", "edited", "regenerated", "undone", "abandoned", "failed")
+# cloud outcome model per task: adopted, edited, regenerated, undone, abandoned, failed
+CLOUD_OUTCOMES = {"rewrite": (0.92, 0.03, 0.015, 0.005, 0.025, 0.005),
+                  "intent": (0.95, 0.01, 0.01, 0.005, 0.02, 0.005),
+                  "summarize": (0.90, 0.03, 0.02, 0.01, 0.035, 0.005)}
+AUTO_SPLIT = {AUTO_ADOPT: 0.90, AUTO_EDIT: 0.05, AUTO_REGEN: 0.03, AUTO_ABANDON: 0.02}
+USER_SPLIT = {EDIT: 0.5, REGEN: 0.3, UNDO: 0.2}
+ERROR_CODES = ("OOM", "LMK_KILLED", "MODEL_LOAD_FAILED", "TIMEOUT", "NETWORK")
+OOM, LMK, LOAD_FAILED, TIMEOUT, NETWORK = range(5)
+EDGE_ERROR_P = (0.35, 0.30, 0.20, 0.15)  # of edge errors: OOM, LMK_KILLED, MODEL_LOAD_FAILED, TIMEOUT
+EDGE_TIMEOUT_MS = 12_000.0
+CLOUD_TIMEOUT_MS = 15_000.0
+
+
+@dataclass(frozen=True)
+class _Model:
+    """Edge model and environment parameters of one scenario (per-tier tuples: low, mid, high, flagship)."""
+
+    model_id: str = "llama3.2-1b-int4"
+    prefill_tps: tuple[float, ...] = (300, 450, 700, 1000)
+    decode_tps: tuple[float, ...] = (45, 60, 80, 105)
+    fixed_ms: float = 50.0
+    resident_mb: float = 650.0
+    activation_mb: float = 300.0
+    kv_mb_per_token: float = 0.03
+    cold_share: tuple[float, ...] = (0.10, 0.07, 0.05, 0.04)
+    cold_median_ms: tuple[float, ...] = (240, 230, 220, 210)
+    thermal_max_c: float = 6.0
+    adoption_loss: float = 0.005  # relative to the cloud baseline
+    lost_to_fallback: bool = False  # lost adoption goes to fallbacks (else to 'abandoned')
+    auto_share: float = 0.05
+    rejected_after: tuple[float, float] = (0.3, 1.0)  # share of a rejected draft decoded before the check fires
+    error_share: float = 0.005
+    user_fallback_share: float = 0.0015
+    same_as_cloud: bool = False  # A/A: edge outcomes follow the cloud model
+    cloud_rtt_factor: tuple[float, float] = (2.0, 4.0)
+    cloud_retry_p: tuple[float, float] = (0.02, 0.30)  # normal, weak
+    edge_check_rtt: float = 0.0  # blocking cloud round trips before an (online) edge request
+
+
+MODELS: dict[str, _Model] = {
+    "healthy": _Model(),
+    "sparse": _Model(),
+    "postmortem": _Model(model_id="qwen2.5-1.8b-int4", prefill_tps=(40, 60, 110, 180),
+                         decode_tps=(9, 15, 24, 33), resident_mb=900, activation_mb=930, kv_mb_per_token=0.05,
+                         cold_median_ms=(290, 275, 260, 245), thermal_max_c=17.0,
+                         adoption_loss=1 - 0.78 / 0.92),
+    "low_tier_memory": _Model(model_id="llama3.2-1b-int8", resident_mb=1250, activation_mb=780),
+    "aa": _Model(same_as_cloud=True),
+    "adoption_loss_15": _Model(adoption_loss=0.15, lost_to_fallback=True),
+    "weak_network_slow": _Model(cloud_rtt_factor=(0.8, 1.2), cloud_retry_p=(0.0, 0.0), edge_check_rtt=1.6),
+    "fallback_spike": _Model(auto_share=0.20, rejected_after=(0.05, 0.15)),
+    "cold_start_slow_low": _Model(cold_share=(0.35, 0.07, 0.05, 0.04), cold_median_ms=(1050, 230, 220, 210)),
+}
+
+
+def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
+             start: datetime | None = None, days: int = 7, bad_rows: int = 0) -> pa.Table:
+    """Return `rows` telemetry events of `scenario` for `release`, in event_time order.
+
+    Deterministic for the same arguments. event_time is uniform over [start, start + days)
+    (default start: midnight UTC of today - days). `bad_rows` rows, chosen at random, are
+    then made to break one or two contract row rules (see `_break_rows`).
+    """
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")
+    if rows < 0 or days < 1 or not 0 <= bad_rows <= rows:
+        raise ValueError(f"need rows >= 0, days >= 1 and 0 <= bad_rows <= rows (got {rows}, {days}, {bad_rows})")
+    start = _start(start, days)
+    model = MODELS[scenario]
+    rng = np.random.default_rng([seed, *_words(release), 1])
+    id_rng = np.random.default_rng([seed, *_words(f"{release}|{scenario}|{rows}|{start}|{days}|{bad_rows}"), 2])
+    cols = _events(rng, rows, model)
+    n = rows
+    t0 = int((start - datetime(1970, 1, 1)) / timedelta(microseconds=1))
+    cols["event_time"] = np.sort(t0 + rng.integers(0, days * 86_400_000_000, n, dtype=np.int64))
+    cols["release"] = _strings((release,), np.zeros(n, dtype=np.int32))
+    cols["app_version"] = _strings(tuple(f"{release}.{i}" for i in range(3)), rng.choice(3, n, p=(0.7, 0.2, 0.1)))
+    cols["event_id"] = _uuid4_text(id_rng, n)
+    table = _to_table(cols)
+    if bad_rows:
+        table = _break_rows(table, rng, bad_rows, max(start + timedelta(days=days), _today()))
+    return table
+
+
+def write_parquet(out_dir: Path, release: str, rows: int, scenario: str = "healthy", seed: int = 0,
+                  start: datetime | None = None, days: int = 7, files: int = 1, bad_rows: int = 0) -> list[Path]:
+    """Write `generate(...)` as `files` zstd Parquet parts sorted by event_time; return their paths.
+
+    Files go to `out_dir/release=<release>/part-<i>-<scenario>-s<seed>.parquet` (folders are
+    created). The same arguments give byte-identical files.
+    """
+    if files < 1:
+        raise ValueError(f"files must be >= 1 (got {files})")
+    table = generate(release, rows, scenario, seed, start, days, bad_rows)
+    table = table.take(pc.sort_indices(table, [("event_time", "ascending")], null_placement="at_end"))
+    folder = Path(out_dir) / f"release={release}"
+    folder.mkdir(parents=True, exist_ok=True)
+    bounds = np.linspace(0, table.num_rows, files + 1).astype(np.int64)
+    paths = []
+    for i in range(files):
+        path = folder / f"part-{i}-{scenario}-s{seed}.parquet"
+        part = table.slice(bounds[i], bounds[i + 1] - bounds[i])
+        pq.write_table(part, path, compression="zstd")
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _today() -> datetime:
+    return datetime.combine(datetime.now(UTC).date(), time())
+
+
+def _start(start: datetime | None, days: int) -> datetime:
+    if start is None:
+        return _today() - timedelta(days=days)
+    if start.tzinfo is not None:
+        start = start.astimezone(UTC).replace(tzinfo=None)
+    return start
+
+
+def _words(text: str) -> list[int]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+
+
+def _uuid4_text(rng: np.random.Generator, n: int) -> pa.Array:
+    """n random UUID4 strings built from random bytes without a Python loop."""
+    raw = rng.integers(0, 256, (n, 16), dtype=np.uint8)
+    raw[:, 6] = (raw[:, 6] & 0x0F) | 0x40
+    raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80
+    return _hex_strings(raw, dashes=True)
+
+
+def _hex_strings(raw: np.ndarray, dashes: bool = False) -> pa.Array:
+    n, width = raw.shape
+    digits = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+    hexed = np.empty((n, 2 * width), dtype=np.uint8)
+    hexed[:, 0::2] = digits[raw >> 4]
+    hexed[:, 1::2] = digits[raw & 0x0F]
+    if dashes:
+        out = np.full((n, 36), ord("-"), dtype=np.uint8)
+        for src, dst in ((0, 0), (8, 9), (12, 14), (16, 19), (20, 24)):
+            size = {0: 8, 20: 12}.get(src, 4)
+            out[:, dst:dst + size] = hexed[:, src:src + size]
+        hexed = out
+    length = hexed.shape[1]
+    offsets = np.arange(0, (n + 1) * length, length, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(hexed.tobytes())])
+
+
+def _lognormal(rng: np.random.Generator, median: np.ndarray | float, sigma: np.ndarray | float,
+               n: int) -> np.ndarray:
+    return np.asarray(median) * np.exp(np.asarray(sigma) * rng.standard_normal(n))
+
+
+def _strings(values: tuple[str, ...], idx: np.ndarray) -> pa.Array:
+    """values[idx] as an Arrow string array; idx < 0 means null."""
+    return pa.array(values, pa.string()).take(pa.array(idx, pa.int32(), mask=idx < 0))
+
+
+def _devices(rng: np.random.Generator, count: int) -> dict[str, np.ndarray | pa.Array]:
+    tier = rng.choice(4, count, p=TIER_P)
+    mem = np.empty(count, dtype=np.int32)
+    soc = np.empty(count, dtype=np.int32)
+    for t, name in enumerate(TIERS):
+        here = tier == t
+        sizes, probs = MEM_CLASSES[name]
+        mem[here] = rng.choice(sizes, here.sum(), p=probs)
+        soc[here] = 4 * t + rng.integers(0, 4, here.sum())
+    apple = np.isin(soc, [i for i, s in enumerate(ALL_SOCS) if s.startswith("apple")])
+    os_version = np.where(apple, len(ANDROID) + rng.integers(0, len(IOS), count),
+                          rng.choice(len(ANDROID), count, p=(0.1, 0.25, 0.4, 0.25)))
+    soc[rng.random(count) < 0.01] = -1
+    os_version[rng.random(count) < 0.005] = -1
+    return {"tier": tier, "mem": mem, "soc": soc, "os": os_version, "npu": rng.random(count) < np.take(NPU_P, tier),
+            "npu_null": rng.random(count) < 0.01, "activity": rng.lognormal(0, 0.7, count),
+            "id": _hex_strings(rng.integers(0, 256, (count, 8), dtype=np.uint8))}
+
+
+def _cell_probs(model: _Model) -> np.ndarray:
+    """Category probabilities per (task, tier, bucket, route group 0 cloud / 1 edge), shape [72, 11]."""
+    probs = np.zeros((len(TASKS), 2, len(CATEGORIES)))
+    for k, task in enumerate(TASKS):
+        adopted, edited, regen, undone, abandoned, failed = CLOUD_OUTCOMES[task]
+        cloud = np.zeros(len(CATEGORIES))
+        cloud[[ADOPT, EDIT, REGEN, UNDO, ABANDON, ERROR]] = adopted, edited, regen, undone, abandoned, failed
+        if model.same_as_cloud:  # edge fails like the cloud, but its checks catch what users fall back from
+            edge = cloud.copy()
+            edge[[AUTO_EDIT, AUTO_REGEN, AUTO_UNDO]] = edge[[EDIT, REGEN, UNDO]]
+            edge[[EDIT, REGEN, UNDO]] = 0
+        else:
+            edge = np.zeros(len(CATEGORIES))
+            for cat, share in AUTO_SPLIT.items():
+                edge[cat] = model.auto_share * share
+            for cat, share in USER_SPLIT.items():
+                edge[cat] = model.user_fallback_share * share
+            edge[ERROR] = model.error_share
+            target = adopted * (1 - model.adoption_loss)
+            if model.lost_to_fallback:  # from healthy adoption, half to user fallback, half to the checks
+                lost = adopted * (1 - MODELS["healthy"].adoption_loss) - target
+                for cat, share in USER_SPLIT.items():
+                    edge[cat] += lost / 2 * share
+                for cat in (AUTO_EDIT, AUTO_REGEN, AUTO_ABANDON):
+                    edge[cat] += lost / 6
+            edge[ADOPT] = target - edge[AUTO_ADOPT]
+            edge[ABANDON] = 1 - edge.sum()
+            if edge.min() < 0:
+                raise AssertionError(f"{task}: edge outcome model does not add up: {edge}")
+        probs[k] = cloud, edge
+    # same distribution for every tier and bucket of a task
+    return np.broadcast_to(probs[:, None, None], (len(TASKS), 4, 3, 2, len(CATEGORIES))).reshape(-1, len(CATEGORIES))
+
+
+def _stratified(rng: np.random.Generator, cell: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Draw a category per row so that each cell's category counts are within one of n * p.
+
+    Systematic sampling: the rows of cell c, in random order, get u = (rank + offset) / n_c,
+    mapped through the cumulative distribution `probs[c]`.
+    """
+    n = len(cell)
+    order = np.argsort(cell + rng.random(n))
+    counts = np.bincount(cell, minlength=len(probs))
+    starts = np.cumsum(counts) - counts
+    rank = np.empty(n)
+    rank[order] = np.arange(n) - starts[cell[order]]
+    u = (rank + rng.random(len(probs))[cell]) / np.maximum(counts, 1)[cell]
+    cdf = np.cumsum(probs, axis=1)
+    cat = np.zeros(n, dtype=np.int64)
+    for k in range(probs.shape[1] - 1):
+        cat += u >= cdf[cell, k]
+    return cat
+
+
+def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray | pa.Array]:
+    """All per-request columns except event_time / release / app_version (NaN = null)."""
+    dev = _devices(rng, max(50, n // 20))
+    d = rng.choice(len(dev["tier"]), n, p=dev["activity"] / dev["activity"].sum())
+    tier = dev["tier"][d]
+    task = rng.choice(len(TASKS), n, p=TASK_P)
+    net = rng.choice(len(NETWORKS), n, p=NETWORK_P)
+    offline = net == NETWORKS.index("offline")
+    rtt_params = np.array([RTT[x] for x in NETWORKS])[net]
+    rtt = np.where(offline, np.nan, _lognormal(rng, rtt_params[:, 0], rtt_params[:, 1], n))
+    rtt0 = np.nan_to_num(rtt)
+    weak = np.isin(net, [NETWORKS.index("2g"), NETWORKS.index("3g")]) | (rtt0 >= WEAK_RTT_MS)
+    bucket = np.where(offline, 2, weak.astype(int))
+
+    r = rng.random(n)
+    route = np.where(offline | (r >= 0.23), 0, np.where(r < 0.20, 1, 2))  # 0 edge, 1 cloud, 2 with check
+    cloud = route == 1
+    edge = ~cloud
+
+    tok = np.array([TOKENS[t] for t in TASKS])[task]  # [n, prompt | output, median | sigma]
+    prompt = np.maximum(1, np.rint(_lognormal(rng, tok[:, 0, 0], tok[:, 0, 1], n)))
+    output = np.maximum(1, np.rint(_lognormal(rng, tok[:, 1, 0], tok[:, 1, 1], n)))
+
+    cat = _stratified(rng, ((task * 4 + tier) * 3 + bucket) * 2 + edge, _cell_probs(m))
+    checked = np.array([c[1] for c in CATEGORIES])[cat]  # a check rejected the edge draft
+    auto = checked & ~offline  # offline: no cloud to re-serve it
+    error_cat = cat == ERROR
+
+    # cloud latency (also the re-serve time of an automatic fallback)
+    net_ms = rtt0 * rng.uniform(*m.cloud_rtt_factor, n)
+    retry = rng.random(n) < np.where(weak, m.cloud_retry_p[1], m.cloud_retry_p[0])
+    net_ms += retry * (rng.uniform(1500, 4000, n) + rtt0 * rng.uniform(*m.cloud_rtt_factor, n))
+    c_ttft = (280 + prompt / 2.0) * _lognormal(rng, 1, 0.2, n) + net_ms
+    c_total = c_ttft + output / 80 * 1000 * _lognormal(rng, 1, 0.2, n)
+
+    # edge latency
+    cold = edge & (rng.random(n) < np.take(m.cold_share, tier))
+    cold_ms = np.where(cold, _lognormal(rng, np.take(m.cold_median_ms, tier), 0.18, n), 0.0)
+    check_ms = np.where(offline, 0.0, m.edge_check_rtt * (100 + rtt0 * rng.uniform(0.7, 1.3, n)))
+    e_compute = (m.fixed_ms + prompt / np.take(m.prefill_tps, tier) * 1000) * _lognormal(rng, 1, 0.2, n)
+    e_ttft = e_compute + cold_ms + check_ms
+    e_decode = output / np.take(m.decode_tps, tier) * 1000 * _lognormal(rng, 1, 0.2, n)
+    e_decode *= np.where(auto, rng.uniform(*m.rejected_after, n), 1.0)  # a rejected draft is cut short
+    e_total = e_ttft + e_decode + np.where(route == 2, 120 + rtt0 * rng.uniform(1, 2, n), 0.0)
+    e_total += np.where(auto, c_total, 0.0)
+    compute_s = (e_compute + e_decode) / 1000
+
+    ttft = np.where(cloud, c_ttft, e_ttft)
+    total = np.where(cloud, c_total, e_total)
+
+    # error codes (index into ERROR_CODES, -1 = none); how far the request got sets ttft / output / total
+    err = np.where(offline & checked, NETWORK, -1)
+    ce, ee = cloud & error_cat, edge & error_cat
+    err[ce] = np.where(rng.random(ce.sum()) < np.where(weak[ce], 0.85, 0.5), NETWORK, TIMEOUT)
+    err[ee] = rng.choice(len(EDGE_ERROR_P), ee.sum(), p=EDGE_ERROR_P)
+    frac = rng.uniform(0.2, 1.0, n)
+    total = np.select(
+        [ce & (err == NETWORK), ce & (err == TIMEOUT), ee & (err == OOM), ee & (err == LOAD_FAILED),
+         ee & (err == LMK), ee & (err == TIMEOUT)],
+        [280 + rtt0 * rng.uniform(3, 8, n) + rng.uniform(0, 3000, n), CLOUD_TIMEOUT_MS, e_ttft * frac,
+         rng.uniform(300, 1500, n), e_ttft + frac * e_decode, EDGE_TIMEOUT_MS], total)
+    no_token = ce | (ee & np.isin(err, [OOM, LOAD_FAILED]))
+    ttft = np.where(no_token, np.nan, np.minimum(ttft, total))
+    output = np.where(no_token, 0, np.where(ee & (err == LMK), np.floor(output * frac), output))
+    cold = cold & ~(ee & (err == LOAD_FAILED))
+
+    # memory (edge routes only)
+    resident = m.resident_mb * rng.normal(1, 0.03, n)
+    peak = resident + m.activation_mb * rng.normal(1, 0.05, n).clip(0.7) + m.kv_mb_per_token * (prompt + output)
+
+    # heat
+    temp_start = rng.normal(34, 2.5, n).clip(20, 45)
+    rise_edge = m.thermal_max_c * (1 - np.exp(-compute_s / 30)) * _lognormal(rng, 1, 0.2, n)
+    rise = np.where(cloud, 0.1 + 0.05 * net_ms / 1000, rise_edge) + rng.normal(0, 0.15, n)
+    temp_end = (temp_start + rise).clip(-20, 90)
+    throttled = rng.random(n) < 0.01 + 0.5 / (1 + np.exp(-(temp_end - 43) / 1.2))
+    no_temp = rng.random(n) < 0.005
+
+    npu = pa.array(dev["npu"][d], pa.bool_(), mask=dev["npu_null"][d])
+    return {
+        "model_id": _strings((m.model_id,), np.where(cloud, -1, 0)),
+        "task": _strings(TASKS, task), "route": _strings(ROUTES, route),
+        "device_id": dev["id"].take(pa.array(d)), "device_tier": _strings(TIERS, tier),
+        "mem_class_gb": dev["mem"][d], "soc": _strings(ALL_SOCS, dev["soc"][d]),
+        "os_version": _strings(ANDROID + IOS, dev["os"][d]), "npu_ready": npu,
+        "network_type": _strings(NETWORKS, net), "rtt_ms": rtt,
+        "prompt_tokens": prompt.astype(np.int32), "output_tokens": output.astype(np.int32),
+        "ttft_ms": ttft, "total_ms": total, "streamed": rng.random(n) < np.where(task == 1, 0.05, 0.92),
+        "cold_start_ms": np.where(cold, cold_ms, np.nan),
+        "resident_mem_mb": np.where(edge, resident, np.nan), "peak_mem_mb": np.where(edge, peak, np.nan),
+        "temp_start_c": np.where(no_temp, np.nan, temp_start), "temp_end_c": np.where(no_temp, np.nan, temp_end),
+        "throttled": pa.array(throttled, pa.bool_(), mask=no_temp),
+        "battery_pct": np.where(rng.random(n) < 0.005, np.nan, rng.uniform(5, 100, n)),
+        "outcome": _strings(OUTCOMES, np.array([OUTCOMES.index(c[0]) for c in CATEGORIES])[cat]),
+        "auto_fallback": auto, "error_code": _strings(ERROR_CODES, err),
+    }
+
+
+def _to_table(cols: dict[str, np.ndarray | pa.Array]) -> pa.Table:
+    schema = load_schema().arrow_schema()
+    arrays = []
+    for field in schema:
+        values = cols[field.name]
+        if isinstance(values, (pa.Array, pa.ChunkedArray)):
+            arrays.append(values.cast(field.type))
+        elif field.name == "event_time":
+            arrays.append(pa.array(values, pa.int64()).cast(field.type))
+        else:
+            arrays.append(pa.array(values, field.type, mask=np.isnan(values) if values.dtype.kind == "f" else None))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+# Each kind of broken row: what it changes, given the row's current values. Every contract
+# rule kind (not_null, in_set, in_range, a_le_b, not_after_ingest, forbidden_when) is in the
+# first ten, so bad_rows >= 10 shows all of them.
+_BAD_KINDS: tuple[Callable[[dict[str, Any], datetime], dict[str, Any]], ...] = (
+    lambda r, f: {"total_ms": -abs(r["total_ms"]) - 1.0},  # in_range (and ttft_le_total when ttft is set)
+    lambda r, f: {"ttft_ms": r["total_ms"] + 250.0},
+    lambda r, f: {"resident_mem_mb": 900.0, "peak_mem_mb": 640.0},
+    lambda r, f: {"temp_end_c": 120.0},
+    lambda r, f: {"battery_pct": 140.0},
+    lambda r, f: {"route": "satellite"},
+    lambda r, f: {"device_tier": None},
+    lambda r, f: {"event_id": None},
+    lambda r, f: {"route": "cloud", "auto_fallback": True, "model_id": None,
+                  "resident_mem_mb": None, "peak_mem_mb": None},
+    lambda r, f: {"event_time": f},
+    lambda r, f: {"rtt_ms": -35.0, "network_type": "wifi6"},
+    lambda r, f: {"mem_class_gb": 5, "outcome": "loved"},
+    lambda r, f: {"total_ms": 4_000_000.0},
+    lambda r, f: {"temp_start_c": -40.0, "prompt_tokens": -3},
+)
+
+
+def _break_rows(table: pa.Table, rng: np.random.Generator, count: int, future: datetime) -> pa.Table:
+    """Make `count` random distinct rows break one or two row rules, cycling through _BAD_KINDS."""
+    idx = np.sort(rng.choice(table.num_rows, count, replace=False))
+    rows = table.take(pa.array(idx)).to_pylist()
+    kinds = rng.permutation(count) % len(_BAD_KINDS)
+    edits = [_BAD_KINDS[kind](row, future) for row, kind in zip(rows, kinds, strict=True)]
+    mask = np.zeros(table.num_rows, dtype=bool)
+    mask[idx] = True
+    for name in dict.fromkeys(name for edit in edits for name in edit):
+        values = [edit.get(name, row[name]) for row, edit in zip(rows, edits, strict=True)]
+        col = table[name].combine_chunks()
+        replaced = pc.replace_with_mask(col, pa.array(mask), pa.array(values, col.type))
+        table = table.set_column(table.schema.get_field_index(name), name, replaced)
+    return table

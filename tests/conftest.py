@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.schema import load_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+NOW = datetime(2026, 12, 2, 12, 0, 0)
+
+
+def valid_table(n: int, seed: int = 0, start: datetime = NOW - timedelta(days=3)) -> pa.Table:
+    """n rows that satisfy every contract rule, with unique event_ids."""
+    rng = np.random.default_rng(seed)
+    route = rng.choice(["edge", "cloud", "edge_with_cloud_check"], n)
+    edge = route != "cloud"
+    ttft = rng.uniform(50, 900, n)
+    resident = np.where(edge, rng.uniform(500, 900, n), np.nan)
+    cols = {
+        "event_id": [f"{seed:04d}-{i:08d}" for i in range(n)],
+        "event_time": pa.array([start + timedelta(seconds=int(s)) for s in rng.integers(0, 86_400, n)],
+                               pa.timestamp("us")),
+        "release": ["4.12"] * n,
+        "app_version": ["4.12.0"] * n,
+        "model_id": [("m-1b-int4" if e else None) for e in edge],
+        "task": rng.choice(["rewrite", "intent"], n).tolist(),
+        "route": route.tolist(),
+        "device_id": [f"dev{d}" for d in rng.integers(0, 500, n)],
+        "device_tier": rng.choice(["low", "mid", "high", "flagship"], n).tolist(),
+        "mem_class_gb": rng.choice([4, 6, 8, 12], n).astype(np.int32),
+        "soc": ["snapdragon-8gen2"] * n,
+        "os_version": ["android-14"] * n,
+        "npu_ready": rng.random(n) < 0.7,
+        "network_type": rng.choice(["wifi", "4g", "3g", "2g", "offline"], n).tolist(),
+        "rtt_ms": rng.uniform(10, 900, n),
+        "prompt_tokens": rng.integers(5, 300, n).astype(np.int32),
+        "output_tokens": rng.integers(1, 200, n).astype(np.int32),
+        "ttft_ms": ttft,
+        "total_ms": ttft + rng.uniform(0, 9000, n),
+        "streamed": rng.random(n) < 0.5,
+        "cold_start_ms": np.where(rng.random(n) < 0.1, rng.uniform(100, 600, n), np.nan),
+        "resident_mem_mb": resident,
+        "peak_mem_mb": resident + rng.uniform(0, 600, n),
+        "temp_start_c": rng.uniform(25, 40, n),
+        "temp_end_c": rng.uniform(30, 45, n),
+        "throttled": rng.random(n) < 0.05,
+        "battery_pct": rng.uniform(0, 100, n),
+        "outcome": rng.choice(["adopted", "edited", "abandoned", "failed"], n).tolist(),
+        "auto_fallback": edge & (rng.random(n) < 0.05),
+        "error_code": [None] * n,
+    }
+    table = pa.table(cols)
+    # NaN stands for "not set" above; the contract says null
+    arrays = []
+    for name in table.column_names:
+        arr = table[name]
+        if pa.types.is_floating(arr.type):
+            arr = pa.chunked_array([pa.array(arr.to_numpy(), from_pandas=True)])
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, names=table.column_names).cast(load_schema().arrow_schema())
+
+
+def with_values(table: pa.Table, row: int, **values: object) -> pa.Table:
+    """A copy of `table` with row `row` set to `values` (None = null)."""
+    for name, value in values.items():
+        col = table[name].to_pylist()
+        col[row] = value
+        idx = table.column_names.index(name)
+        table = table.set_column(idx, name, pa.array(col, table.schema.field(name).type))
+    return table
+
+
+def write(table: pa.Table, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+def counts(db_path: Path) -> dict[str, int]:
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return {
+            "events": con.execute("SELECT count(*) FROM events").fetchone()[0],
+            "distinct_ids": con.execute("SELECT count(DISTINCT event_id) FROM events").fetchone()[0],
+            "quarantine": con.execute("SELECT count(*) FROM quarantine").fetchone()[0],
+            "files_loaded": con.execute("SELECT count(*) FROM files WHERE status = 'loaded'").fetchone()[0],
+            "accepted": con.execute("SELECT coalesce(sum(accepted), 0) FROM files").fetchone()[0],
+            "quarantined": con.execute("SELECT coalesce(sum(quarantined), 0) FROM files").fetchone()[0],
+            "duplicates": con.execute("SELECT coalesce(sum(duplicates), 0) FROM files").fetchone()[0],
+            "rows_read": con.execute("SELECT coalesce(sum(rows_read), 0) FROM files").fetchone()[0],
+        }
+    finally:
+        con.close()
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """The real `pipeline` command in a subprocess (exit codes, signals, locks)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "telemetry.duckdb"
