@@ -70,7 +70,10 @@ class _ProgressBar:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.ingest import ingest
 
-    result = ingest(_db(args), args.paths, progress=None if args.json else _ProgressBar())
+    if args.validate_batch_rows < 1:
+        raise UsageError("--validate-batch-rows must be >= 1")
+    result = ingest(_db(args), args.paths, progress=None if args.json else _ProgressBar(),
+                    batch_rows=args.validate_batch_rows)
     if args.json:
         _emit_json(result.to_dict())
     else:
@@ -94,7 +97,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="pipeline", description="Telemetry ingestion and rollback gate for on-device language models.",
+    parser = _Parser(prog="pipeline",
+                     description="Telemetry ingestion and rollback gate for on-device language models.",
                      epilog="exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 error, 3 insufficient data")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -103,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", type=Path, help="Parquet files, or folders searched for *.parquet")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    p.add_argument("--validate-batch-rows", type=int, default=500_000, metavar="N",
+                   help="rows of whole files validated per Great Expectations run (memory vs speed)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("simulate", help="write realistic telemetry Parquet for a scenario")

@@ -16,9 +16,11 @@ the outcome does not depend on the order files arrive in.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ import pyarrow.parquet as pq
 
 from pipeline import db, sqlfiles
 from pipeline.errors import UsageError
+from pipeline.rule_results import Validation, ValidatorError
 from pipeline.schema import Column, Schema, load_schema
 
 Progress = Callable[[int, int, Path], None]
@@ -173,70 +176,178 @@ def read_contract_table(path: Path, schema: Schema) -> tuple[pa.Table, list[str]
     return table, extra, missing
 
 
-class Ingestor:
-    """One ingest run: the Great Expectations suite is built once, on first need."""
+@dataclass
+class _Pending:
+    """A readable file waiting for its batch's validation."""
 
-    def __init__(self, db_path: Path, now: datetime | None = None):
+    index: int
+    path: Path
+    sha: str
+    size: int
+    table: pa.Table
+    extra: list[str]
+    missing: list[str]
+
+
+@dataclass
+class _StoreJob:
+    """What one transaction writes: a manifest row, and for a loaded file its rows."""
+
+    index: int
+    result: FileResult
+    size: int
+    sha: str
+    batch: pa.Table | None = None
+    validation: Any = None
+
+
+_worker_validator: Any = None
+_pool: ProcessPoolExecutor | None = None
+
+
+def _worker_start() -> None:
+    global _worker_validator
+    from pipeline.validate import Validator  # only the worker process pays for Great Expectations
+
+    _worker_validator = Validator(load_schema())
+
+
+def _worker_validate(table: pa.Table, now: datetime) -> Validation | str:
+    """GX's findings for `table`, or the reason it could not evaluate a rule."""
+    try:
+        return _worker_validator.validate(table, now)
+    except ValidatorError as exc:
+        return f"validator error: {exc}"
+
+
+def validation_pool() -> ProcessPoolExecutor:
+    """The GX worker, started on first use and kept for the life of this process,
+    so a scheduler or a test run pays for loading GX once. spawn, not fork: this
+    process has DuckDB threads."""
+    global _pool
+    if _pool is None:
+        _pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_worker_start)
+    return _pool
+
+
+class Ingestor:
+    """One ingest run.
+
+    Great Expectations runs in a worker process, on batches of whole files (up to
+    `batch_rows` rows): a GX run has a fixed cost of about half a second, so one
+    run per small file would dominate, and GX holds the GIL, so only another
+    process overlaps it with DuckDB's storing of the previous batch. Each file is
+    stored in its own transaction, by this process alone.
+    """
+
+    def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = 500_000):
         self.db_path = db_path
         self.now = now or db.utcnow()
         self.schema = load_schema()
-        self._validator: Any = None
+        self.batch_rows = batch_rows
+        self._results: dict[int, FileResult] = {}
 
-    def validator(self) -> Any:
-        if self._validator is None:
-            from pipeline.validate import Validator  # Great Expectations takes seconds to import
+    def run(self, files: list[Path], progress: Progress | None = None) -> list[FileResult]:
+        with db.writing(self.db_path) as con:
+            known = {sha: (path, at) for sha, path, at in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
+        previous: tuple[Future | None, list[_Pending], list[_StoreJob]] | None = None
+        for pending, rejected in self._batches(files, known, progress):
+            table = pa.concat_tables([p.table for p in pending]) if pending else None
+            current = (self._submit(table) if table else None, pending, rejected)
+            if previous:
+                self._store_all(self._jobs(*previous))  # while GX validates `current`
+            previous = current
+        if previous:
+            self._store_all(self._jobs(*previous))
+        if progress:
+            progress(len(files), len(files), Path(""))
+        return [self._results[i] for i in sorted(self._results)]
 
-            self._validator = Validator(self.schema, self.now)
-        return self._validator
+    def _batches(self, files: list[Path], known: dict[str, tuple],
+                 progress: Progress | None) -> Iterator[tuple[list[_Pending], list[_StoreJob]]]:
+        pending: list[_Pending] = []
+        rejected: list[_StoreJob] = []
+        for i, path in enumerate(files):
+            if progress:
+                progress(i, len(files), path)
+            outcome = self._prepare(i, path, known)
+            if isinstance(outcome, _StoreJob):
+                rejected.append(outcome)
+            elif isinstance(outcome, FileResult):
+                self._results[i] = outcome
+            else:
+                pending.append(outcome)
+            if sum(p.table.num_rows for p in pending) >= self.batch_rows:
+                yield pending, rejected
+                pending, rejected = [], []
+        if pending or rejected:
+            yield pending, rejected
 
-    def ingest_file(self, path: Path) -> FileResult:
-        shown = str(path)
+    def _prepare(self, index: int, path: Path, known: dict[str, tuple]) -> FileResult | _StoreJob | _Pending:
         sha = sha256_of(path)
         size = path.stat().st_size
-        with db.writing(self.db_path) as con:
-            known = sqlfiles.run(con, "ingest/find_loaded_file", {"sha256": sha}).fetchone()
-        if known:
-            return FileResult(shown, "skipped", reason=f"already ingested as {known[0]} at {known[1]:%Y-%m-%d %H:%M} UTC")
+        if sha in known:
+            where, when = known[sha]
+            shown = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
+            return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {shown}")
         try:
             table, extra, missing = read_contract_table(path, self.schema)
-            from pipeline.validate import ValidatorError
-
-            try:
-                validation = self.validator().validate(table)
-            except ValidatorError as exc:
-                raise FileRejected(f"validator error: {exc}") from None
         except FileRejected as exc:
-            result = FileResult(shown, "rejected", reason=str(exc))
-            self._store(result, size, sha)
-            return result
-        result = FileResult(shown, "loaded", rows_read=table.num_rows, extra_columns=extra, missing_columns=missing)
-        batch = table.append_column("_row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-        self._store(result, size, sha, batch, validation)
-        return result
+            return _StoreJob(index, FileResult(str(path), "rejected", reason=str(exc)), size, sha)
+        known[sha] = (str(path), "this run")
+        return _Pending(index, path, sha, size, table, extra, missing)
 
-    def _store(self, result: FileResult, size: int, sha: str, batch: pa.Table | None = None,
-               validation: Any = None) -> None:
-        """The manifest row and, for a loaded file, its rows: one transaction."""
+    def _submit(self, table: pa.Table) -> Future:
+        return validation_pool().submit(_worker_validate, table, self.now)
+
+    def _jobs(self, future: Future | None, pending: list[_Pending], rejected: list[_StoreJob]) -> list[_StoreJob]:
+        jobs = list(rejected)
+        if future is None:
+            return jobs
+        found = future.result()
+        if isinstance(found, str):
+            if len(pending) == 1:
+                p = pending[0]
+                return jobs + [_StoreJob(p.index, FileResult(str(p.path), "rejected", reason=found), p.size, p.sha)]
+            for p in pending:  # find the file GX cannot evaluate: each on its own
+                jobs += self._jobs(self._submit(p.table), [p], [])
+            return jobs
+        for p, v in zip(pending, found.split([p.table.num_rows for p in pending]), strict=True):
+            result = FileResult(str(p.path), "loaded", rows_read=p.table.num_rows, extra_columns=p.extra,
+                                missing_columns=p.missing)
+            batch = p.table.append_column("_row", pa.array(np.arange(p.table.num_rows, dtype=np.int64)))
+            jobs.append(_StoreJob(p.index, result, p.size, p.sha, batch, v))
+        return jobs
+
+    def _store_all(self, jobs: list[_StoreJob]) -> None:
+        if not jobs:
+            return
         with db.writing(self.db_path) as con:
-            con.begin()
-            try:
-                file_id = sqlfiles.run(con, "ingest/insert_file", {
-                    "path": result.path, "size_bytes": size, "sha256": sha, "rows_read": result.rows_read,
-                    "accepted": 0, "quarantined": 0, "duplicates": 0, "status": result.status,
-                    "reason": result.reason, "extra_columns": result.extra_columns,
-                    "missing_columns": result.missing_columns, "ingested_at": self.now,
-                }).fetchone()[0]
-                if batch is not None:
-                    self._load_rows(con, file_id, result, batch, validation)
-                con.commit()
-            except BaseException:
-                con.rollback()
-                raise
+            for job in sorted(jobs, key=lambda j: j.index):
+                self._store(con, job)
+                self._results[job.index] = job.result
+
+    def _store(self, con: Any, job: _StoreJob) -> None:
+        """One file: its manifest row and its rows in one transaction."""
+        result = job.result
+        con.begin()
+        try:
+            file_id = sqlfiles.run(con, "ingest/insert_file", {
+                "path": result.path, "size_bytes": job.size, "sha256": job.sha, "rows_read": result.rows_read,
+                "accepted": 0, "quarantined": 0, "duplicates": 0, "status": result.status,
+                "reason": result.reason, "extra_columns": result.extra_columns,
+                "missing_columns": result.missing_columns, "ingested_at": self.now,
+            }).fetchone()[0]
+            if job.batch is not None:
+                self._load_rows(con, file_id, result, job.batch, job.validation)
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
 
     def _load_rows(self, con: Any, file_id: int, result: FileResult, batch: pa.Table, validation: Any) -> None:
-        failures = validation.failure_pairs()
         con.register("batch", batch)
-        con.register("batch_failures", failures)
+        con.register("batch_failures", validation.failure_pairs())
         con.register("batch_validations", pa.Table.from_pylist([asdict(r) for r in validation.results]))
         result.quarantined = sqlfiles.run(con, "ingest/insert_quarantine", {
             "file_id": file_id, "source_file": result.path, "quarantined_at": self.now}).fetchone()[0]
@@ -249,17 +360,11 @@ class Ingestor:
         for name in ("batch", "batch_failures", "batch_validations"):
             con.unregister(name)
 
+DEFAULT_BATCH_ROWS = 500_000
+
 
 def ingest(db_path: Path, paths: list[Path], now: datetime | None = None,
-           progress: Progress | None = None) -> IngestResult:
+           progress: Progress | None = None, batch_rows: int = DEFAULT_BATCH_ROWS) -> IngestResult:
     files = discover(paths)
-    result = IngestResult()
     with db.writer_lock(db_path, "ingest"):
-        ingestor = Ingestor(db_path, now)
-        for i, path in enumerate(files):
-            if progress:
-                progress(i, len(files), path)
-            result.files.append(ingestor.ingest_file(path))
-        if progress:
-            progress(len(files), len(files), Path(""))
-    return result
+        return IngestResult(Ingestor(db_path, now, batch_rows).run(files, progress))

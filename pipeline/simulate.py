@@ -1,55 +1,61 @@
 """Seeded, fast, realistic telemetry that follows the contract (shared/telemetry-contract.md).
 
-`generate()` builds one Arrow table (the exact cast schema of pipeline/schema.py);
+`generate()` builds one Arrow table with the exact cast schema of pipeline/schema.py;
 `write_parquet()` splits it into files under `out_dir/release=<R>/`. numpy + pyarrow
-only, vectorised: 1M rows take about a second.
+only and vectorised: a million rows take 1-2 s.
 
 The model
 ---------
-Population. A pool of devices (about one per 20 requests) with a tier
-(low/mid/high/flagship 0.25/0.40/0.25/0.10), a RAM class (low 4 GB, mid 6|8,
-high 8|12, flagship 12|16), a SoC and OS that fit the tier and an NPU mostly on
-high/flagship. Each request picks a device, a task (rewrite/intent/summarize
-0.45/0.35/0.20) with lognormal prompt/output tokens (~150/60, ~40/5, ~300/120)
-and a network (wifi .45, 5g .15, 4g .25, 3g .07, 2g .03, offline .04, unknown
-.01) with a lognormal RTT (null offline). The bucket is the contract's:
-offline; weak = 2g/3g or rtt >= 300 ms; else normal.
+Population. A pool of devices (about one per 20 requests, lognormal activity) with
+a tier (low/mid/high/flagship 0.25/0.40/0.25/0.10), a RAM class (low 4 GB, mid
+6|8, high 8|12, flagship 12|16), a SoC and OS that fit the tier and an NPU mostly
+on high/flagship. Each request picks a device, a task (rewrite/intent/summarize
+0.45/0.35/0.20) with lognormal prompt/output tokens (medians 150/60, 40/5,
+300/120) and a network (wifi .45, 5g .15, 4g .25, 3g .07, 2g .03, offline .04,
+unknown .01) with a lognormal RTT (wifi ~40 ms, 4g ~90, 3g ~350, 2g ~800; null
+offline). The bucket is the contract's: offline; weak = 2g/3g or rtt >= 300 ms
+(WEAK_RTT_MS); else normal.
 
-Routing. 20 % of online requests are the cloud hold-back baseline, 3 % are
-`edge_with_cloud_check`, the rest (and every offline request) run on the edge.
+Routing. 20 % of online requests are the cloud hold-back baseline and 3 % are
+`edge_with_cloud_check`; the rest, and every offline request, run on the edge.
 
-Latency. Cloud: ttft = 280 ms + prompt / 2000 tok/s + 2-4 x rtt, plus a retry
-tail (1.5-4 s + another 2-4 x rtt) on 30 % of weak-network requests;
-total = ttft + output / 80 tok/s. Edge: ttft = 50 ms + prompt / prefill speed
-(+ cold start), total = ttft + output / decode speed, speeds by tier (the
-healthy 1B build runs on the NPU/GPU delegate). Every part carries lognormal
-noise (sigma 0.2). A cloud check adds a verification round trip; an automatic
-fallback adds a cloud re-serve after part of the edge draft. Cold starts hit
-4-10 % of edge requests (more on low tier), healthy 150-350 ms.
+Latency (ms, each part with lognormal noise, sigma 0.2). Cloud: ttft = 280 +
+prompt / 2000 tok/s + 2-4 x rtt, and on 35 % of weak-network requests a retry
+(1.5-4 s + another 2-4 x rtt); total = ttft + output / 80 tok/s. Edge: ttft =
+50 + prompt / prefill speed (+ cold start), total = ttft + output / decode
+speed, speeds by tier (healthy 1B INT4 on the NPU/GPU delegate: 300/45,
+450/60, 700/80, 1000/105 tok/s). A cloud check adds a verification round trip;
+an automatic fallback cuts the draft short (after 30-100 % of it) and adds a
+re-serve on the check's open connection (cloud compute + 1-1.5 x rtt). Cold
+starts hit 4-10 % of edge requests (most on low tier), healthy ~150-350 ms.
 
-Memory and heat (edge only for memory): resident = the model's footprint,
-peak = resident + activations + KV cache per token. Temperature starts at
-~34 C and rises with edge compute time, saturating (rise = Tmax (1 - e^-t/30s));
-cloud requests barely warm the phone. Throttling gets likely above ~43 C.
+Memory (edge routes only, null for cloud): resident = the build's footprint,
+peak = resident + activations + KV cache per token (healthy ~650 / ~960 MB).
+Heat: the phone starts at ~34 C; edge compute heats it, saturating (rise =
+Tmax * (1 - exp(-t / 30 s)), healthy Tmax 6 C); cloud requests barely warm it.
+Throttling becomes likely above ~43 C.
 
-Outcomes. Cloud (by task): adopted .92/.95/.90, the rest edited, regenerated,
-undone, abandoned and failed (failed always carries NETWORK or TIMEOUT).
-Edge rows draw one joint category: adopted; auto_fallback (re-served by the
-cloud, then adopted 90 % / edited / regenerated / abandoned); an edge error
-(OOM, LMK_KILLED, MODEL_LOAD_FAILED, TIMEOUT -> failed); an undetected user
-fallback (edited/regenerated/undone); abandoned. Healthy edge: adoption 0.5 %
-relative below the cloud, auto_fallback 4.5 %, errors 0.5 %, undetected user
-fallback 0.2 %, so failure_detectability is ~0.96 and the edge fallback rate
-(~0.05) is no worse than the cloud's (0.025-0.06). Offline requests cannot be
-re-served: the rows a check rejects carry error_code NETWORK instead of
-auto_fallback, outcome unchanged.
+Outcomes. Cloud, by task: adopted .92/.95/.90; the rest edited, regenerated,
+undone, abandoned and failed (failed always with NETWORK or TIMEOUT). An edge
+row draws one joint category (CATEGORIES): adopted; auto_fallback, re-served by
+the cloud and then adopted (90 %), edited, regenerated or abandoned; an edge
+error (OOM, LMK_KILLED, MODEL_LOAD_FAILED, TIMEOUT) with outcome failed; an
+undetected user fallback (edited/regenerated/undone); abandoned. Healthy edge:
+adoption 0.5 % (relative) below the cloud, auto_fallback 5 %, errors 0.5 %,
+undetected user fallback 0.15 %. So failure_detectability is ~0.97, and the
+edge fallback rate (~0.05) stays within 0.03 of the cloud's (0.025-0.06),
+which is mostly user fallback. Offline requests cannot be re-served: a row whose
+draft a check rejected gets error_code NETWORK instead of auto_fallback, and
+keeps its outcome.
 
-The categories are drawn by stratified (systematic) sampling inside every
-task x tier x bucket x (cloud | edge) cell, so each segment's rates match the
-model to within one row: a gate at a few hundred rows per segment sees the
-model, not sampling luck. Everything else is independent random draws.
+Categories are drawn by stratified (systematic) sampling inside every task x
+tier x bucket x (cloud | edge) cell, so every count is within one row of n * p.
+A gate at a few hundred rows per segment therefore sees the model, not sampling
+luck: with >= 200 edge rows a healthy segment has failure_detectability >= 0.91
+by construction. Everything else is drawn independently.
 
-See SCENARIOS for what each scenario changes and which gates it breaks.
+Scenarios change the edge build or the environment (MODELS); SCENARIOS says how,
+and which gates that breaks.
 """
 
 from __future__ import annotations
@@ -69,20 +75,24 @@ import pyarrow.parquet as pq
 from pipeline.schema import load_schema
 
 SCENARIOS: dict[str, str] = {
-    "healthy": "1B INT4 edge model that passes every gate in every segment",
-    "postmortem": "the rollback case: 1.8B INT4, slow (mid p95 ~15 s), hot (+9 C), adoption 0.78 vs 0.92,"
-                  " peak memory over 40 % on 4 GB phones",
-    "low_tier_memory": "healthy, but a 1B INT8 build (peak ~2 GB, resident ~1.25 GB) breaks the memory lines"
-                       " on 4 GB (low tier) phones only",
-    "sparse": "healthy data, meant for a small --rows so that every segment has too few rows",
-    "aa": "A/A: edge outcomes drawn from the cloud's own outcome model (same adoption, fallback, failures)",
-    "adoption_loss_15": "healthy speed/memory/heat, but edge adoption 15 % (relative) below cloud, lost to"
-                        " user and automatic fallbacks",
-    "weak_network_slow": "healthy, except on weak networks the edge waits on a blocking cloud policy check"
-                         " while the cloud has a fast path, so edge p95 >= cloud p95 there",
-    "fallback_spike": "healthy, except a stricter verifier rejects ~30 % of edge drafts (auto_fallback),"
-                      " adoption unchanged",
-    "cold_start_slow_low": "healthy, except low-tier phones reload the model often and slowly (p95 ~1.3 s)",
+    "healthy": "1B INT4 edge build that passes every gate in every segment",
+    "postmortem": "the rollback case: 1.8B INT4 on CPU, slow (mid-tier p95 ~16 s), hot (p95 +9.5 C), adoption"
+                  " 0.78 vs cloud 0.92, peak ~1.85 GB; fails quality_loss everywhere, inference_duration and"
+                  " thermal on most rewrite/summarize segments, weak_network_latency where edge is slowest,"
+                  " peak_memory on low tier (4 GB) only",
+    "low_tier_memory": "healthy but a 1B INT8 build (peak ~2.0 GB, resident ~1.25 GB): fails peak_memory and"
+                       " resident_memory on low tier (4 GB) only",
+    "sparse": "healthy data, meant for a small --rows (<= ~1000) so that every segment is insufficient_data",
+    "aa": "A/A: edge outcomes drawn from the cloud's own outcome model (same adoption, fallback and failures);"
+          " passes every gate",
+    "adoption_loss_15": "healthy speed, memory and heat, but edge adoption 15 % (relative) below cloud, lost to"
+                        " user and automatic fallbacks: fails quality_loss, fallback_rate, failure_detectability",
+    "weak_network_slow": "healthy, but edge rewrite/summarize wait on a blocking cloud policy check while the cloud"
+                         " has a fast path: fails weak_network_latency in weak rewrite/summarize segments",
+    "fallback_spike": "healthy, but a stricter verifier rejects 20 % of edge drafts (auto_fallback, adoption"
+                      " unchanged): fails fallback_rate in every online segment",
+    "cold_start_slow_low": "healthy, but low-tier phones reload the model often and slowly (p95 ~1.4 s): fails"
+                           " cold_start on low tier only",
 }
 
 WEAK_RTT_MS = 300.0  # the contract's default weak-network threshold (gates/ holds the real one)
@@ -110,8 +120,9 @@ RTT = {"wifi": (40, 0.5), "5g": (45, 0.5), "4g": (90, 0.5), "3g": (350, 0.45), "
        "offline": (1, 0), "unknown": (150, 0.6)}
 ROUTES = ("edge", "cloud", "edge_with_cloud_check")
 
-# Outcome categories: (outcome, auto_fallback, is_error). Order matters for the stratified draw:
-# adopted ones are adjacent, detected failures (1-6) are adjacent, undetected (7-9) are adjacent.
+# Outcome categories: (outcome, a check rejected the edge draft, edge/cloud error). The order matters
+# to the stratified draw: adopted (0-1), detected failures (1-6) and undetected ones (7-9) are adjacent,
+# so each of those counts is within one row of n * p.
 CATEGORIES = (("adopted", False, False), ("adopted", True, False), ("edited", True, False),
               ("regenerated", True, False), ("undone", True, False), ("abandoned", True, False),
               ("failed", False, True), ("edited", False, False), ("regenerated", False, False),
@@ -153,8 +164,8 @@ class _Model:
     user_fallback_share: float = 0.0015
     same_as_cloud: bool = False  # A/A: edge outcomes follow the cloud model
     cloud_rtt_factor: tuple[float, float] = (2.0, 4.0)
-    cloud_retry_p: tuple[float, float] = (0.02, 0.30)  # normal, weak
-    edge_check_rtt: float = 0.0  # blocking cloud round trips before an (online) edge request
+    cloud_retry_p: tuple[float, float] = (0.02, 0.35)  # normal, weak
+    edge_check_rtt: float = 0.0  # blocking cloud round trips before an online rewrite/summarize edge request
 
 
 MODELS: dict[str, _Model] = {
@@ -162,7 +173,7 @@ MODELS: dict[str, _Model] = {
     "sparse": _Model(),
     "postmortem": _Model(model_id="qwen2.5-1.8b-int4", prefill_tps=(40, 60, 110, 180),
                          decode_tps=(9, 15, 24, 33), resident_mb=900, activation_mb=930, kv_mb_per_token=0.05,
-                         cold_median_ms=(290, 275, 260, 245), thermal_max_c=17.0,
+                         cold_median_ms=(290, 275, 260, 245), thermal_max_c=20.0,
                          adoption_loss=1 - 0.78 / 0.92),
     "low_tier_memory": _Model(model_id="llama3.2-1b-int8", resident_mb=1250, activation_mb=780),
     "aa": _Model(same_as_cloud=True),
@@ -175,11 +186,15 @@ MODELS: dict[str, _Model] = {
 
 def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
              start: datetime | None = None, days: int = 7, bad_rows: int = 0) -> pa.Table:
-    """Return `rows` telemetry events of `scenario` for `release`, in event_time order.
+    """Return `rows` telemetry events of `scenario` for `release` (seed >= 0), in event_time order.
 
-    Deterministic for the same arguments. event_time is uniform over [start, start + days)
-    (default start: midnight UTC of today - days). `bad_rows` rows, chosen at random, are
-    then made to break one or two contract row rules (see `_break_rows`).
+    The same arguments give the same table. The population (devices, tasks, networks) depends
+    on seed and release only, so scenarios with one seed differ only by what they change;
+    event_ids depend on every argument, so no two different calls share one. event_time is
+    uniform over [start, start + days), default start midnight UTC (naive) of today - days.
+    `bad_rows` random rows are then made to break one or two contract row rules each,
+    cycling through _BAD_KINDS (all rule kinds appear once bad_rows >= 10).
+    Raises ValueError for an unknown scenario or impossible counts.
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")
@@ -190,15 +205,16 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
     rng = np.random.default_rng([seed, *_words(release), 1])
     id_rng = np.random.default_rng([seed, *_words(f"{release}|{scenario}|{rows}|{start}|{days}|{bad_rows}"), 2])
     cols = _events(rng, rows, model)
-    n = rows
     t0 = int((start - datetime(1970, 1, 1)) / timedelta(microseconds=1))
-    cols["event_time"] = np.sort(t0 + rng.integers(0, days * 86_400_000_000, n, dtype=np.int64))
-    cols["release"] = _strings((release,), np.zeros(n, dtype=np.int32))
-    cols["app_version"] = _strings(tuple(f"{release}.{i}" for i in range(3)), rng.choice(3, n, p=(0.7, 0.2, 0.1)))
-    cols["event_id"] = _uuid4_text(id_rng, n)
+    cols["event_time"] = np.sort(t0 + rng.integers(0, days * 86_400_000_000, rows, dtype=np.int64))
+    cols["release"] = _strings((release,), np.zeros(rows, dtype=np.int32))
+    patch = rng.choice(3, rows, p=(0.7, 0.2, 0.1))
+    cols["app_version"] = _strings(tuple(f"{release}.{i}" for i in range(3)), patch)
+    cols["event_id"] = _uuid4_text(id_rng, rows)
     table = _to_table(cols)
     if bad_rows:
-        table = _break_rows(table, rng, bad_rows, max(start + timedelta(days=days), _today()))
+        future = max(start + timedelta(days=days), _today()) + timedelta(days=3)
+        table = _break_rows(table, rng, bad_rows, future)
     return table
 
 
@@ -212,7 +228,7 @@ def write_parquet(out_dir: Path, release: str, rows: int, scenario: str = "healt
     if files < 1:
         raise ValueError(f"files must be >= 1 (got {files})")
     table = generate(release, rows, scenario, seed, start, days, bad_rows)
-    table = table.take(pc.sort_indices(table, [("event_time", "ascending")], null_placement="at_end"))
+    table = table.take(pc.sort_indices(table, [("event_time", "ascending")]))
     folder = Path(out_dir) / f"release={release}"
     folder.mkdir(parents=True, exist_ok=True)
     bounds = np.linspace(0, table.num_rows, files + 1).astype(np.int64)
@@ -346,11 +362,11 @@ def _stratified(rng: np.random.Generator, cell: np.ndarray, probs: np.ndarray) -
     rank = np.empty(n)
     rank[order] = np.arange(n) - starts[cell[order]]
     u = (rank + rng.random(len(probs))[cell]) / np.maximum(counts, 1)[cell]
-    cdf = np.cumsum(probs, axis=1)
-    cat = np.zeros(n, dtype=np.int64)
-    for k in range(probs.shape[1] - 1):
-        cat += u >= cdf[cell, k]
-    return cat
+    # one sorted list of all cells' category edges: cell c's edges are c + cdf_c, so a single
+    # searchsorted of c + u finds the category (minus the c * (K - 1) edges of earlier cells)
+    inner = np.cumsum(probs, axis=1)[:, :-1]
+    edges = (np.arange(len(probs))[:, None] + np.minimum(inner, 1.0)).ravel()
+    return np.searchsorted(edges, cell + u, side="right") - cell * inner.shape[1]
 
 
 def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray | pa.Array]:
@@ -361,8 +377,8 @@ def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray
     task = rng.choice(len(TASKS), n, p=TASK_P)
     net = rng.choice(len(NETWORKS), n, p=NETWORK_P)
     offline = net == NETWORKS.index("offline")
-    rtt_params = np.array([RTT[x] for x in NETWORKS])[net]
-    rtt = np.where(offline, np.nan, _lognormal(rng, rtt_params[:, 0], rtt_params[:, 1], n))
+    rtt_median, rtt_sigma = np.array([RTT[x] for x in NETWORKS]).T
+    rtt = np.where(offline, np.nan, np.round(_lognormal(rng, rtt_median[net], rtt_sigma[net], n)))
     rtt0 = np.nan_to_num(rtt)
     weak = np.isin(net, [NETWORKS.index("2g"), NETWORKS.index("3g")]) | (rtt0 >= WEAK_RTT_MS)
     bucket = np.where(offline, 2, weak.astype(int))
@@ -372,32 +388,37 @@ def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray
     cloud = route == 1
     edge = ~cloud
 
-    tok = np.array([TOKENS[t] for t in TASKS])[task]  # [n, prompt | output, median | sigma]
-    prompt = np.maximum(1, np.rint(_lognormal(rng, tok[:, 0, 0], tok[:, 0, 1], n)))
-    output = np.maximum(1, np.rint(_lognormal(rng, tok[:, 1, 0], tok[:, 1, 1], n)))
+    tok = np.array([TOKENS[t] for t in TASKS])  # [task, prompt | output, median | sigma]
+    prompt = np.maximum(1, np.rint(_lognormal(rng, tok[task, 0, 0], tok[task, 0, 1], n)))
+    output = np.maximum(1, np.rint(_lognormal(rng, tok[task, 1, 0], tok[task, 1, 1], n)))
 
     cat = _stratified(rng, ((task * 4 + tier) * 3 + bucket) * 2 + edge, _cell_probs(m))
     checked = np.array([c[1] for c in CATEGORIES])[cat]  # a check rejected the edge draft
     auto = checked & ~offline  # offline: no cloud to re-serve it
     error_cat = cat == ERROR
 
-    # cloud latency (also the re-serve time of an automatic fallback)
+    # cloud latency: 280 ms + 2000 tok/s prefill + 80 tok/s decode, plus the network
+    c_prefill = (280 + prompt / 2.0) * _lognormal(rng, 1, 0.2, n)
+    c_decode = output / 80 * 1000 * _lognormal(rng, 1, 0.2, n)
     net_ms = rtt0 * rng.uniform(*m.cloud_rtt_factor, n)
     retry = rng.random(n) < np.where(weak, m.cloud_retry_p[1], m.cloud_retry_p[0])
     net_ms += retry * (rng.uniform(1500, 4000, n) + rtt0 * rng.uniform(*m.cloud_rtt_factor, n))
-    c_ttft = (280 + prompt / 2.0) * _lognormal(rng, 1, 0.2, n) + net_ms
-    c_total = c_ttft + output / 80 * 1000 * _lognormal(rng, 1, 0.2, n)
+    c_ttft = c_prefill + net_ms
+    c_total = c_ttft + c_decode
+    # re-serving a rejected draft: one more call on the connection the check opened (no handshake, no retry)
+    reserve_ms = c_prefill + c_decode + rtt0 * rng.uniform(1, 1.5, n)
 
     # edge latency
     cold = edge & (rng.random(n) < np.take(m.cold_share, tier))
     cold_ms = np.where(cold, _lognormal(rng, np.take(m.cold_median_ms, tier), 0.18, n), 0.0)
-    check_ms = np.where(offline, 0.0, m.edge_check_rtt * (100 + rtt0 * rng.uniform(0.7, 1.3, n)))
+    check = ~offline & (task != TASKS.index("intent"))  # generative tasks only
+    check_ms = np.where(check, m.edge_check_rtt * (100 + rtt0 * rng.uniform(0.7, 1.3, n)), 0.0)
     e_compute = (m.fixed_ms + prompt / np.take(m.prefill_tps, tier) * 1000) * _lognormal(rng, 1, 0.2, n)
     e_ttft = e_compute + cold_ms + check_ms
     e_decode = output / np.take(m.decode_tps, tier) * 1000 * _lognormal(rng, 1, 0.2, n)
     e_decode *= np.where(auto, rng.uniform(*m.rejected_after, n), 1.0)  # a rejected draft is cut short
     e_total = e_ttft + e_decode + np.where(route == 2, 120 + rtt0 * rng.uniform(1, 2, n), 0.0)
-    e_total += np.where(auto, c_total, 0.0)
+    e_total += np.where(auto, reserve_ms, 0.0)
     compute_s = (e_compute + e_decode) / 1000
 
     ttft = np.where(cloud, c_ttft, e_ttft)
@@ -432,6 +453,9 @@ def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray
     no_temp = rng.random(n) < 0.005
 
     npu = pa.array(dev["npu"][d], pa.bool_(), mask=dev["npu_null"][d])
+    # what an SDK logs: 0.1 ms, 0.1 MB, 0.1 C, whole percent (rounding keeps ttft <= total, resident <= peak)
+    ttft, total, cold_ms, resident, peak, temp_start, temp_end = (
+        np.round(x, 1) for x in (ttft, total, cold_ms, resident, peak, temp_start, temp_end))
     return {
         "model_id": _strings((m.model_id,), np.where(cloud, -1, 0)),
         "task": _strings(TASKS, task), "route": _strings(ROUTES, route),
@@ -445,7 +469,7 @@ def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray
         "resident_mem_mb": np.where(edge, resident, np.nan), "peak_mem_mb": np.where(edge, peak, np.nan),
         "temp_start_c": np.where(no_temp, np.nan, temp_start), "temp_end_c": np.where(no_temp, np.nan, temp_end),
         "throttled": pa.array(throttled, pa.bool_(), mask=no_temp),
-        "battery_pct": np.where(rng.random(n) < 0.005, np.nan, rng.uniform(5, 100, n)),
+        "battery_pct": np.where(rng.random(n) < 0.005, np.nan, np.round(rng.uniform(5, 100, n))),
         "outcome": _strings(OUTCOMES, np.array([OUTCOMES.index(c[0]) for c in CATEGORIES])[cat]),
         "auto_fallback": auto, "error_code": _strings(ERROR_CODES, err),
     }

@@ -5,11 +5,12 @@ schemas/telemetry_event.yaml into one expectation suite and returns, per rule,
 GX's own counts and the row numbers it found breaking the rule.
 
 Cost is what shaped this file (bench/ingest.py measures it):
-- one suite run per file in SUMMARY format; COMPLETE (which lists failing row
-  indices and is far slower) only for the expectations that found failures;
-- GX is handed only the columns the rules read, low-cardinality strings as
-  categoricals (GX hashes and filters the whole frame per expectation), int32 as
-  int64 and event_time as epoch microseconds: GX vectorises "between" only for
+- one suite run per batch of files in SUMMARY format; COMPLETE (which lists
+  failing row indices and is far slower) only for the expectations that found
+  failures;
+- GX is handed only the columns the rules read, few-valued strings as
+  categoricals (GX hashes and filters the whole frame per expectation), int32
+  as int64 and event_time as epoch microseconds: GX vectorises "between" only for
   int64/float64 and ns datetimes, and ns datetimes overflow after 2262, so any
   other dtype falls back to a per-value Python loop.
 """
@@ -18,13 +19,14 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from pipeline.rule_results import RuleResult, Validation, ValidatorError
 from pipeline.schema import Rule, Schema
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -36,41 +38,13 @@ from great_expectations.expectations.row_conditions import Column as GxColumn  #
 
 logging.getLogger("great_expectations").setLevel(logging.ERROR)
 
-# Strings GX gets as categoricals: the enums plus these few-valued columns.
-_FEW_VALUED = {"release", "app_version", "task"}
+try:  # GX fingerprints every pandas batch below 1 GB by hashing all of it, for metadata
+    # we never read; skipping it halves the cost of a run (bench/ingest.py).
+    from great_expectations.execution_engine import pandas_execution_engine as _gx_pandas
 
-
-class ValidatorError(Exception):
-    """GX could not evaluate a rule on this file (not "rows broke it")."""
-
-
-@dataclass(frozen=True)
-class RuleResult:
-    rule: str
-    expectation: str
-    success: bool
-    element_count: int
-    unexpected_count: int
-
-
-@dataclass
-class Validation:
-    results: list[RuleResult]
-    failing_rows: dict[str, np.ndarray] = field(default_factory=dict)  # rule -> row numbers
-
-    def failure_pairs(self) -> pa.Table:
-        """(row, rule, rule_pos) for every broken rule of every row."""
-        rows, rules, pos = [], [], []
-        order = {r.rule: i for i, r in enumerate(self.results)}
-        for rule, idx in self.failing_rows.items():
-            rows.append(idx.astype(np.int64))
-            rules.append(np.full(len(idx), rule, dtype=object))
-            pos.append(np.full(len(idx), order[rule], dtype=np.int32))
-        if not rows:
-            return pa.table({"_row": pa.array([], pa.int64()), "rule": pa.array([], pa.string()),
-                             "rule_pos": pa.array([], pa.int32())})
-        return pa.table({"_row": np.concatenate(rows), "rule": pa.array(np.concatenate(rules), pa.string()),
-                         "rule_pos": np.concatenate(pos)})
+    _gx_pandas.HASH_THRESHOLD = 0
+except (ImportError, AttributeError):
+    pass
 
 
 def _epoch_us(value: datetime) -> int:
@@ -103,6 +77,11 @@ def _expectation(rule: Rule, now: datetime) -> gxe.Expectation:
     raise ValueError(f"unknown rule kind {rule.kind!r} for rule {rule.name}")
 
 
+def _few_valued(arr: pa.ChunkedArray, sample: int = 2000, limit: int = 200) -> bool:
+    """Categoricals pay off for enums and the like; for ids, encoding costs more than it saves."""
+    return pc.count_distinct(arr.slice(0, sample)).as_py() <= limit
+
+
 def _columns_read(rules: tuple[Rule, ...]) -> list[str]:
     names: list[str] = []
     for r in rules:
@@ -115,28 +94,33 @@ def _columns_read(rules: tuple[Rule, ...]) -> list[str]:
 
 
 class Validator:
-    """One GX context and suite, reused for every file of a run."""
+    """One GX context, reused for every batch a process validates."""
 
-    def __init__(self, schema: Schema, now: datetime):
+    def __init__(self, schema: Schema):
         self.schema = schema
         self.columns = _columns_read(schema.rules)
         self.context = gx.get_context(mode="ephemeral")
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
         asset = self.context.data_sources.add_pandas("telemetry").add_dataframe_asset("file")
         self.batch_definition = asset.add_batch_definition_whole_dataframe("whole_file")
-        self.now = now
         self.rules = {r.name: r for r in schema.rules}
-        self.suite = gx.ExpectationSuite(
-            name=f"telemetry_event_v{schema.version}",
-            expectations=[_expectation(r, now) for r in schema.rules],
-        )
+        self._suites: dict[datetime, Any] = {}
+
+    def suite(self, now: datetime) -> Any:
+        """The whole suite; `now` is the ingestion time the event_time rule is bound to."""
+        if now not in self._suites:
+            self._suites[now] = gx.ExpectationSuite(
+                name=f"telemetry_event_v{self.schema.version}",
+                expectations=[_expectation(r, now) for r in self.schema.rules],
+            )
+        return self._suites[now]
 
     def _frame(self, table: pa.Table) -> Any:
         cols = {}
         for name in self.columns:
             col = self.schema.column(name)
             arr = table[name]
-            if col.type == "string" and (col.enum is not None or name in _FEW_VALUED):
+            if col.type == "string" and _few_valued(arr):
                 arr = arr.dictionary_encode()
             elif col.type == "int32":
                 arr = arr.cast(pa.int64())
@@ -145,13 +129,10 @@ class Validator:
             cols[name] = arr
         return pa.table(cols).to_pandas()
 
-    def _run(self, frame: Any, suite: Any, result_format: Any) -> Any:
-        batch = self.batch_definition.get_batch(batch_parameters={"dataframe": frame})
-        return batch.validate(suite, result_format=result_format)
-
-    def validate(self, table: pa.Table) -> Validation:
+    def validate(self, table: pa.Table, now: datetime) -> Validation:
         frame = self._frame(table)
-        summary = self._run(frame, self.suite, "SUMMARY")
+        batch = self.batch_definition.get_batch(batch_parameters={"dataframe": frame})
+        summary = batch.validate(self.suite(now), result_format="SUMMARY")
         results, failed = [], []
         for res in summary.results:
             rule = res.expectation_config.meta["rule"]
@@ -167,9 +148,9 @@ class Validator:
         validation = Validation(results)
         if failed:
             suite = gx.ExpectationSuite(
-                name="failed_rules", expectations=[_expectation(self.rules[r], self.now) for r in failed]
+                name="failed_rules", expectations=[_expectation(self.rules[r], now) for r in failed]
             )
-            complete = self._run(frame, suite, {"result_format": "COMPLETE", "partial_unexpected_count": 0})
+            complete = batch.validate(suite, result_format={"result_format": "COMPLETE", "partial_unexpected_count": 0})
             expected = {r.rule: r.unexpected_count for r in results}
             for res in complete.results:
                 rule = res.expectation_config.meta["rule"]

@@ -1,0 +1,101 @@
+"""Ingest benchmark: `pipeline ingest` beside DuckDB doing the same load by hand.
+
+    .venv/bin/python bench/ingest.py [--rows 5000000] [--files 50]
+
+Writes the files once (bench/out/land-<rows>-<files>/), then in the same run:
+  by hand:  one DuckDB process, per file INSERT ... SELECT FROM read_parquet(f)
+            WHERE <the contract's row rules written out as SQL>
+  pipeline: `pipeline ingest` (cast, Great Expectations on every row, quarantine,
+            dedupe, manifest, one transaction per file)
+Each runs as its own process so its peak RSS is its own. Prints rows/s, peak RSS
+and the ratio pipeline / by hand (target: <= 3, peak RSS <= 3 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+
+BY_HAND = r"""
+import sys, duckdb
+from pathlib import Path
+from pipeline.db import events_ddl
+from pipeline.schema import load_schema
+db, files = sys.argv[1], sys.argv[2:]
+con = duckdb.connect(db)
+con.execute(events_ddl(load_schema()))
+where = '''event_id IS NOT NULL AND event_time IS NOT NULL AND release IS NOT NULL AND app_version IS NOT NULL
+ AND task IS NOT NULL AND route IN ('edge','cloud','edge_with_cloud_check') AND device_id IS NOT NULL
+ AND device_tier IN ('low','mid','high','flagship') AND mem_class_gb IN (2,3,4,6,8,12,16,24)
+ AND network_type IN ('wifi','5g','4g','3g','2g','offline','unknown') AND coalesce(rtt_ms >= 0, true)
+ AND prompt_tokens >= 0 AND output_tokens >= 0 AND coalesce(ttft_ms >= 0, true)
+ AND total_ms BETWEEN 0 AND 3600000 AND streamed IS NOT NULL AND coalesce(cold_start_ms >= 0, true)
+ AND coalesce(resident_mem_mb >= 0, true) AND coalesce(peak_mem_mb >= 0, true)
+ AND coalesce(temp_start_c BETWEEN -20 AND 90, true) AND coalesce(temp_end_c BETWEEN -20 AND 90, true)
+ AND coalesce(battery_pct BETWEEN 0 AND 100, true)
+ AND outcome IN ('adopted','edited','regenerated','undone','abandoned','failed')
+ AND auto_fallback IS NOT NULL AND coalesce(ttft_ms <= total_ms, true)
+ AND coalesce(resident_mem_mb <= peak_mem_mb, true)
+ AND event_time <= now()::TIMESTAMP + INTERVAL 24 HOUR AND NOT (route = 'cloud' AND auto_fallback)'''
+cols = ", ".join(load_schema().names)
+for f in files:
+    con.execute(f"INSERT INTO events SELECT {cols}, 0 FROM read_parquet($f) WHERE {where}", {"f": f})
+print(con.execute("SELECT count(*) FROM events").fetchone()[0])
+"""
+
+
+def timed(cmd: list[str]) -> tuple[float, float, str]:
+    """(seconds, peak RSS in MB of that process alone, stdout)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            sys.exit(f"benchmark step failed: {' '.join(cmd[:4])}...\n{err.read()}")
+        return elapsed, usage.ru_maxrss / 1024, out.read()  # Linux reports KiB
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("--files", type=int, default=50)
+    args = ap.parse_args()
+    land = OUT / f"land-{args.rows}-{args.files}"
+    if not land.exists():  # in a child process, so this process's RSS stays small
+        seconds, _, _ = timed([sys.executable, "-m", "pipeline", "simulate", "--out", str(land), "--release", "4.12",
+                               "--rows", str(args.rows), "--files", str(args.files), "--seed", "1",
+                               "--bad-rows", str(args.files * 5)])
+        print(f"wrote {args.rows} rows in {args.files} files in {seconds:.1f} s")
+    files = sorted(str(p) for p in land.rglob("*.parquet"))
+    for stale in OUT.glob("bench-*.duckdb*"):
+        stale.unlink()
+
+    hand_s, hand_rss, hand_out = timed([sys.executable, "-c", BY_HAND, str(OUT / "bench-hand.duckdb"), *files])
+    pipe_s, pipe_rss, pipe_out = timed([sys.executable, "-m", "pipeline", "ingest", "--json",
+                                        "--db", str(OUT / "bench-pipeline.duckdb"), str(land)])
+    summary = json.loads(pipe_out)
+
+    rows = args.rows
+    print(f"rows: {rows} in {len(files)} files; by hand kept {int(hand_out)}, pipeline accepted "
+          f"{summary['accepted']}, quarantined {summary['quarantined']}, duplicates {summary['duplicates']}")
+    print(f"by hand : {hand_s:7.1f} s  {rows / hand_s:>10,.0f} rows/s  peak RSS {hand_rss:,.0f} MB")
+    print(f"pipeline: {pipe_s:7.1f} s  {rows / pipe_s:>10,.0f} rows/s  peak RSS {pipe_rss:,.0f} MB")
+    print(f"ratio pipeline / by hand: {pipe_s / hand_s:.2f} (target <= 3); peak RSS {pipe_rss / 1024:.2f} GB "
+          "(target <= 3 GB)")
+
+
+if __name__ == "__main__":
+    main()
