@@ -38,6 +38,10 @@ def _db_option(p: argparse.ArgumentParser) -> None:
                    help="DuckDB file (default: $PIPELINE_DB, else ./telemetry.duckdb)")
 
 
+def _config_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, default=None, help="gate config (default: gates/admission.yaml)")
+
+
 def _db(args: argparse.Namespace) -> Path:
     from pipeline.db import default_db_path
 
@@ -72,12 +76,105 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     if args.validate_batch_rows < 1:
         raise UsageError("--validate-batch-rows must be >= 1")
-    result = ingest(_db(args), args.paths, progress=None if args.json else _ProgressBar(),
-                    batch_rows=args.validate_batch_rows)
+    from pipeline.db import writer_lock
+
+    _config(args)  # a bad config fails before any work
+    with writer_lock(_db(args), "ingest"):
+        result = ingest(_db(args), args.paths, progress=None if args.json else _ProgressBar(),
+                        batch_rows=args.validate_batch_rows)
+        rollup = _refresh_rollup(args)
+    if args.json:
+        _emit_json({**result.to_dict(), "rollup": rollup.to_dict()})
+    else:
+        print(result)
+        print(rollup)
+    return EXIT_OK
+
+
+def _config(args: argparse.Namespace):
+    from pipeline.config import load_config
+
+    return load_config(getattr(args, "config", None))
+
+
+def _refresh_rollup(args: argparse.Namespace, full: bool = False):
+    from pipeline.aggregate import refresh
+
+    return refresh(_db(args), _config(args), full=full)
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    result = _refresh_rollup(args, full=args.full)
     if args.json:
         _emit_json(result.to_dict())
     else:
         print(result)
+    return EXIT_OK
+
+
+def _format(args: argparse.Namespace) -> str:
+    return args.format or ("table" if sys.stdout.isatty() else "csv")
+
+
+def _print_rows(args: argparse.Namespace, cursor) -> None:
+    from pipeline.render import rows_as
+
+    columns = [d[0] for d in cursor.description] if cursor.description else []
+    print(rows_as(_format(args), columns, cursor.fetchall()))
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from pipeline import db
+    from pipeline.aggregate import use_settings
+
+    with db.reading(_db(args), sandbox=True) as con:
+        use_settings(con, _config(args))
+        try:
+            cursor = con.execute(args.query)
+        except duckdb.Error as exc:
+            message = str(exc).splitlines()[0]
+            raise UsageError(f"refused or failed (the warehouse is read-only here): {message}") from None
+        _print_rows(args, cursor)
+    return EXIT_OK
+
+
+def _params(pairs: list[str], allowed: list[str]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--param {pair!r} must look like key=value")
+        if key not in allowed:
+            raise UsageError(f"unknown parameter {key!r}; this query takes: {', '.join(allowed) or 'none'}")
+        params[key] = value
+    return params
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from pipeline import db, sqlfiles
+    from pipeline.aggregate import use_settings
+
+    queries = {q.name: q for q in sqlfiles.list_folder("queries")}
+    if args.list or not args.name:
+        for q in queries.values():
+            params = ", ".join(q.params) or "none"
+            print(f"{q.name:<24} {q.description}\n{'':<24} params: {params}")
+        return EXIT_OK
+    if args.name not in queries:
+        raise UsageError(f"no query {args.name!r}; see pipeline query --list ({', '.join(queries)})")
+    q = queries[args.name]
+    names = sqlfiles.param_names(q)
+    params = _params(args.param, names)
+    required = [p.split()[0] for p in q.params if "optional" not in p]
+    missing = [p for p in required if p not in params]
+    if missing:
+        raise UsageError(f"query {q.name} needs --param {missing[0]}=...")
+    bound = {name: params.get(name) for name in names}
+    with db.reading(_db(args)) as con:
+        use_settings(con, _config(args))
+        _print_rows(args, con.execute(q.text, bound) if bound else con.execute(q.text))
     return EXIT_OK
 
 
@@ -109,7 +206,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     p.add_argument("--validate-batch-rows", type=int, default=500_000, metavar="N",
                    help="rows of whole files validated per Great Expectations run (memory vs speed)")
+    _config_option(p)
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("aggregate", help="refresh the daily rollup (only days with new rows)")
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--full", action="store_true", help="recompute every day")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_aggregate)
+
+    p = sub.add_parser("sql", help="run ad hoc SQL on a read-only connection that cannot write or read files")
+    p.add_argument("query", help="SQL; tables: events, events_enriched, rollup_daily, quarantine, files, ...")
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+    p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("query", help="run a named query from sql/queries with bound parameters")
+    p.add_argument("name", nargs="?", help="query name (see --list)")
+    p.add_argument("--list", action="store_true", help="list the queries, what they show and their parameters")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+    p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("simulate", help="write realistic telemetry Parquet for a scenario")
     p.add_argument("--out", type=Path, required=True, help="folder to write into")

@@ -90,6 +90,7 @@ def connect_write(path: Path, wait: float = READ_WAIT_SECONDS) -> duckdb.DuckDBP
     try:
         con.execute(events_ddl(load_schema()))
         con.execute(sqlfiles.sql_file("ddl/tables").text)
+        con.execute(sqlfiles.sql_file("ddl/derived").text)
     except BaseException:
         con.close()
         raise
@@ -128,9 +129,16 @@ def reading(path: Path, sandbox: bool = False) -> Iterator[duckdb.DuckDBPyConnec
         con.close()
 
 
+_held: set[Path] = set()  # locks this process holds: nested steps of one run share them
+
+
 @contextmanager
 def writer_lock(path: Path, command: str) -> Iterator[None]:
     """Hold `<db>.lock` for a whole writing run; DatabaseBusy names the holder."""
+    key = path.resolve()
+    if key in _held:
+        yield
+        return
     lock_path = Path(f"{path}.lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -143,9 +151,11 @@ def writer_lock(path: Path, command: str) -> Iterator[None]:
         os.ftruncate(fd, 0)
         holder = {"pid": os.getpid(), "command": command, "started_at": utcnow().isoformat(timespec="seconds")}
         os.write(fd, json.dumps(holder).encode())
+        _held.add(key)
         try:
             yield
         finally:
+            _held.discard(key)
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

@@ -227,6 +227,7 @@ def validation_pool() -> ProcessPoolExecutor:
     global _pool
     if _pool is None:
         _pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_worker_start)
+        _pool.submit(int)  # start it now: loading GX takes seconds
     return _pool
 
 
@@ -290,6 +291,7 @@ class Ingestor:
             where, when = known[sha]
             shown = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
             return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {shown}")
+        validation_pool()  # GX loads in the worker while this process reads files
         try:
             table, extra, missing = read_contract_table(path, self.schema)
         except FileRejected as exc:

@@ -48,11 +48,8 @@ which is mostly user fallback. Offline requests cannot be re-served: a row whose
 draft a check rejected gets error_code NETWORK instead of auto_fallback, and
 keeps its outcome.
 
-Categories are drawn by stratified (systematic) sampling inside every task x
-tier x bucket x (cloud | edge) cell, so every count is within one row of n * p.
-A gate at a few hundred rows per segment therefore sees the model, not sampling
-luck: with >= 200 edge rows a healthy segment has failure_detectability >= 0.91
-by construction. Everything else is drawn independently.
+Every row is drawn independently: a segment of a few hundred rows carries the
+sampling noise real telemetry has, and the gate's statistics must cope with it.
 
 Scenarios change the edge build or the environment (MODELS); SCENARIOS says how,
 and which gates that breaks.
@@ -83,16 +80,18 @@ SCENARIOS: dict[str, str] = {
     "low_tier_memory": "healthy but a 1B INT8 build (peak ~2.0 GB, resident ~1.25 GB): fails peak_memory and"
                        " resident_memory on low tier (4 GB) only",
     "sparse": "healthy data, meant for a small --rows (<= ~1000) so that every segment is insufficient_data",
-    "aa": "A/A: edge outcomes drawn from the cloud's own outcome model (same adoption, fallback and failures);"
-          " passes every gate",
-    "adoption_loss_15": "healthy speed, memory and heat, but edge adoption 15 % (relative) below cloud, lost to"
-                        " user and automatic fallbacks: fails quality_loss, fallback_rate, failure_detectability",
-    "weak_network_slow": "healthy, but edge rewrite/summarize wait on a blocking cloud policy check while the cloud"
-                         " has a fast path: fails weak_network_latency in weak rewrite/summarize segments",
+    "aa": "A/A: edge outcomes drawn from the cloud's own outcome model (same adoption, fallback and"
+          " failures); passes every gate",
+    "adoption_loss_15": "healthy speed, memory and heat, but edge adoption 15 % (relative) below cloud, lost"
+                        " to user and automatic fallbacks: fails quality_loss, fallback_rate and"
+                        " failure_detectability",
+    "weak_network_slow": "healthy, but edge rewrite/summarize wait on a blocking cloud policy check while the"
+                         " cloud has a fast path: fails weak_network_latency in weak rewrite/summarize"
+                         " segments",
     "fallback_spike": "healthy, but a stricter verifier rejects 20 % of edge drafts (auto_fallback, adoption"
                       " unchanged): fails fallback_rate in every online segment",
-    "cold_start_slow_low": "healthy, but low-tier phones reload the model often and slowly (p95 ~1.4 s): fails"
-                           " cold_start on low tier only",
+    "cold_start_slow_low": "healthy, but low-tier phones reload the model often and slowly (p95 ~1.4 s):"
+                           " fails cold_start on low tier only",
 }
 
 WEAK_RTT_MS = 300.0  # the contract's default weak-network threshold (gates/ holds the real one)
@@ -120,14 +119,13 @@ RTT = {"wifi": (40, 0.5), "5g": (45, 0.5), "4g": (90, 0.5), "3g": (350, 0.45), "
        "offline": (1, 0), "unknown": (150, 0.6)}
 ROUTES = ("edge", "cloud", "edge_with_cloud_check")
 
-# Outcome categories: (outcome, a check rejected the edge draft, edge/cloud error). The order matters
-# to the stratified draw: adopted (0-1), detected failures (1-6) and undetected ones (7-9) are adjacent,
-# so each of those counts is within one row of n * p.
+# Outcome categories: (outcome, a check rejected the edge draft, edge/cloud error).
 CATEGORIES = (("adopted", False, False), ("adopted", True, False), ("edited", True, False),
               ("regenerated", True, False), ("undone", True, False), ("abandoned", True, False),
               ("failed", False, True), ("edited", False, False), ("regenerated", False, False),
               ("undone", False, False), ("abandoned", False, False))
-ADOPT, AUTO_ADOPT, AUTO_EDIT, AUTO_REGEN, AUTO_UNDO, AUTO_ABANDON, ERROR, EDIT, REGEN, UNDO, ABANDON = range(11)
+(ADOPT, AUTO_ADOPT, AUTO_EDIT, AUTO_REGEN, AUTO_UNDO, AUTO_ABANDON,
+ ERROR, EDIT, REGEN, UNDO, ABANDON) = range(len(CATEGORIES))
 OUTCOMES = ("adopted", "edited", "regenerated", "undone", "abandoned", "failed")
 # cloud outcome model per task: adopted, edited, regenerated, undone, abandoned, failed
 CLOUD_OUTCOMES = {"rewrite": (0.92, 0.03, 0.015, 0.005, 0.025, 0.005),
@@ -159,7 +157,7 @@ class _Model:
     adoption_loss: float = 0.005  # relative to the cloud baseline
     lost_to_fallback: bool = False  # lost adoption goes to fallbacks (else to 'abandoned')
     auto_share: float = 0.05
-    rejected_after: tuple[float, float] = (0.3, 1.0)  # share of a rejected draft decoded before the check fires
+    rejected_after: tuple[float, float] = (0.3, 1.0)  # share of a rejected draft decoded before rejection
     error_share: float = 0.005
     user_fallback_share: float = 0.0015
     same_as_cloud: bool = False  # A/A: edge outcomes follow the cloud model
@@ -199,11 +197,13 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")
     if rows < 0 or days < 1 or not 0 <= bad_rows <= rows:
-        raise ValueError(f"need rows >= 0, days >= 1 and 0 <= bad_rows <= rows (got {rows}, {days}, {bad_rows})")
+        raise ValueError(f"need rows >= 0, days >= 1 and 0 <= bad_rows <= rows "
+                         f"(got rows={rows}, days={days}, bad_rows={bad_rows})")
     start = _start(start, days)
     model = MODELS[scenario]
     rng = np.random.default_rng([seed, *_words(release), 1])
-    id_rng = np.random.default_rng([seed, *_words(f"{release}|{scenario}|{rows}|{start}|{days}|{bad_rows}"), 2])
+    call = f"{release}|{scenario}|{rows}|{start}|{days}|{bad_rows}"
+    id_rng = np.random.default_rng([seed, *_words(call), 2])
     cols = _events(rng, rows, model)
     t0 = int((start - datetime(1970, 1, 1)) / timedelta(microseconds=1))
     cols["event_time"] = np.sort(t0 + rng.integers(0, days * 86_400_000_000, rows, dtype=np.int64))
@@ -219,7 +219,8 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
 
 
 def write_parquet(out_dir: Path, release: str, rows: int, scenario: str = "healthy", seed: int = 0,
-                  start: datetime | None = None, days: int = 7, files: int = 1, bad_rows: int = 0) -> list[Path]:
+                  start: datetime | None = None, days: int = 7, files: int = 1,
+                  bad_rows: int = 0) -> list[Path]:
     """Write `generate(...)` as `files` zstd Parquet parts sorted by event_time; return their paths.
 
     Files go to `out_dir/release=<release>/part-<i>-<scenario>-s<seed>.parquet` (folders are
@@ -310,8 +311,9 @@ def _devices(rng: np.random.Generator, count: int) -> dict[str, np.ndarray | pa.
                           rng.choice(len(ANDROID), count, p=(0.1, 0.25, 0.4, 0.25)))
     soc[rng.random(count) < 0.01] = -1
     os_version[rng.random(count) < 0.005] = -1
-    return {"tier": tier, "mem": mem, "soc": soc, "os": os_version, "npu": rng.random(count) < np.take(NPU_P, tier),
-            "npu_null": rng.random(count) < 0.01, "activity": rng.lognormal(0, 0.7, count),
+    return {"tier": tier, "mem": mem, "soc": soc, "os": os_version,
+            "npu": rng.random(count) < np.take(NPU_P, tier), "npu_null": rng.random(count) < 0.01,
+            "activity": rng.lognormal(0, 0.7, count),
             "id": _hex_strings(rng.integers(0, 256, (count, 8), dtype=np.uint8))}
 
 
@@ -346,22 +348,14 @@ def _cell_probs(model: _Model) -> np.ndarray:
                 raise AssertionError(f"{task}: edge outcome model does not add up: {edge}")
         probs[k] = cloud, edge
     # same distribution for every tier and bucket of a task
-    return np.broadcast_to(probs[:, None, None], (len(TASKS), 4, 3, 2, len(CATEGORIES))).reshape(-1, len(CATEGORIES))
+    shape = (len(TASKS), len(TIERS), 3, 2, len(CATEGORIES))
+    return np.broadcast_to(probs[:, None, None], shape).reshape(-1, len(CATEGORIES))
 
 
-def _stratified(rng: np.random.Generator, cell: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """Draw a category per row so that each cell's category counts are within one of n * p.
-
-    Systematic sampling: the rows of cell c, in random order, get u = (rank + offset) / n_c,
-    mapped through the cumulative distribution `probs[c]`.
-    """
-    n = len(cell)
-    order = np.argsort(cell + rng.random(n))
-    counts = np.bincount(cell, minlength=len(probs))
-    starts = np.cumsum(counts) - counts
-    rank = np.empty(n)
-    rank[order] = np.arange(n) - starts[cell[order]]
-    u = (rank + rng.random(len(probs))[cell]) / np.maximum(counts, 1)[cell]
+def _draw_categories(rng: np.random.Generator, cell: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """One independent category draw per row from its cell's distribution `probs[cell]`:
+    real sampling noise, which is what the gate's statistics exist to handle."""
+    u = rng.random(len(cell))
     # one sorted list of all cells' category edges: cell c's edges are c + cdf_c, so a single
     # searchsorted of c + u finds the category (minus the c * (K - 1) edges of earlier cells)
     inner = np.cumsum(probs, axis=1)[:, :-1]
@@ -392,7 +386,7 @@ def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray
     prompt = np.maximum(1, np.rint(_lognormal(rng, tok[task, 0, 0], tok[task, 0, 1], n)))
     output = np.maximum(1, np.rint(_lognormal(rng, tok[task, 1, 0], tok[task, 1, 1], n)))
 
-    cat = _stratified(rng, ((task * 4 + tier) * 3 + bucket) * 2 + edge, _cell_probs(m))
+    cat = _draw_categories(rng, ((task * 4 + tier) * 3 + bucket) * 2 + edge, _cell_probs(m))
     checked = np.array([c[1] for c in CATEGORIES])[cat]  # a check rejected the edge draft
     auto = checked & ~offline  # offline: no cloud to re-serve it
     error_cat = cat == ERROR
@@ -442,7 +436,8 @@ def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray
 
     # memory (edge routes only)
     resident = m.resident_mb * rng.normal(1, 0.03, n)
-    peak = resident + m.activation_mb * rng.normal(1, 0.05, n).clip(0.7) + m.kv_mb_per_token * (prompt + output)
+    activations = m.activation_mb * rng.normal(1, 0.05, n).clip(0.7)
+    peak = resident + activations + m.kv_mb_per_token * (prompt + output)
 
     # heat
     temp_start = rng.normal(34, 2.5, n).clip(20, 45)
@@ -467,7 +462,8 @@ def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray
         "ttft_ms": ttft, "total_ms": total, "streamed": rng.random(n) < np.where(task == 1, 0.05, 0.92),
         "cold_start_ms": np.where(cold, cold_ms, np.nan),
         "resident_mem_mb": np.where(edge, resident, np.nan), "peak_mem_mb": np.where(edge, peak, np.nan),
-        "temp_start_c": np.where(no_temp, np.nan, temp_start), "temp_end_c": np.where(no_temp, np.nan, temp_end),
+        "temp_start_c": np.where(no_temp, np.nan, temp_start),
+        "temp_end_c": np.where(no_temp, np.nan, temp_end),
         "throttled": pa.array(throttled, pa.bool_(), mask=no_temp),
         "battery_pct": np.where(rng.random(n) < 0.005, np.nan, np.round(rng.uniform(5, 100, n))),
         "outcome": _strings(OUTCOMES, np.array([OUTCOMES.index(c[0]) for c in CATEGORIES])[cat]),
@@ -485,7 +481,8 @@ def _to_table(cols: dict[str, np.ndarray | pa.Array]) -> pa.Table:
         elif field.name == "event_time":
             arrays.append(pa.array(values, pa.int64()).cast(field.type))
         else:
-            arrays.append(pa.array(values, field.type, mask=np.isnan(values) if values.dtype.kind == "f" else None))
+            nulls = np.isnan(values) if values.dtype.kind == "f" else None
+            arrays.append(pa.array(values, field.type, mask=nulls))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

@@ -1,0 +1,93 @@
+"""The daily rollup: release x day x task x route x device_tier x network_bucket.
+
+Refreshed incrementally: only the (release, day) pairs that rows of files newer
+than the last refresh fall on are deleted and recomputed, in one transaction.
+A change of the thresholds derived fields use (network bucket, daily cap)
+rebuilds everything, since every stored figure depends on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline import db, sqlfiles
+from pipeline.config import Config
+
+
+@dataclass
+class RefreshResult:
+    full: bool
+    days: list[tuple[str, date]] = field(default_factory=list)  # (release, day) recomputed
+    groups: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"full_rebuild": self.full, "days_recomputed": [{"release": r, "day": d.isoformat()}
+                                                               for r, d in self.days],
+                "groups_written": self.groups, "seconds": round(self.seconds, 3)}
+
+    def __str__(self) -> str:
+        if not self.days:
+            return "rollup up to date: no new rows"
+        kind = "rebuilt" if self.full else "refreshed"
+        per_release: dict[str, list[date]] = {}
+        for r, d in self.days:
+            per_release.setdefault(r, []).append(d)
+        spans = ", ".join(f"{r} ({len(ds)} days, {min(ds)}..{max(ds)})" for r, ds in sorted(per_release.items()))
+        return f"rollup {kind}: {self.groups} groups for {spans} in {self.seconds:.2f} s"
+
+
+def settings_digest(config: Config) -> str:
+    n = config.network
+    text = json.dumps([n.weak_rtt_ms, list(n.weak_network_types), n.daily_edge_seconds_cap])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def use_settings(con: duckdb.DuckDBPyConnection, config: Config) -> None:
+    """Make this connection's derived fields follow `config` (bound values, this session only)."""
+    n = config.network
+    con.execute("SET VARIABLE weak_rtt_ms = $v", {"v": n.weak_rtt_ms})
+    con.execute("SET VARIABLE weak_network_types = CAST($v AS VARCHAR[])", {"v": list(n.weak_network_types)})
+    con.execute("SET VARIABLE daily_edge_seconds_cap = $v", {"v": n.daily_edge_seconds_cap})
+
+
+def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | None = None) -> RefreshResult:
+    now = now or db.utcnow()
+    digest = settings_digest(config)
+    start = time.perf_counter()
+    with db.writer_lock(db_path, "aggregate"), db.writing(db_path) as con:
+        state = sqlfiles.run(con, "rollups/state").fetchone()
+        full = full or state is None or state[1] != digest
+        after = 0 if full else state[0]
+        n = config.network
+        con.begin()
+        try:
+            con.execute("DELETE FROM pipeline_settings")
+            sqlfiles.run(con, "rollups/settings", {
+                "weak_rtt_ms": n.weak_rtt_ms, "weak_network_types": list(n.weak_network_types),
+                "daily_edge_seconds_cap": n.daily_edge_seconds_cap, "digest": digest, "updated_at": now})
+            if full:
+                con.execute("DELETE FROM rollup_daily")
+            sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after})
+            days = con.execute("SELECT release, day FROM touched_days ORDER BY release, day").fetchall()
+            groups = 0
+            if days:
+                sqlfiles.run(con, "rollups/delete_days")
+                groups = sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
+            last = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
+            con.execute("DELETE FROM rollup_state")
+            sqlfiles.run(con, "rollups/set_state", {"last_file_id": last, "settings_digest": digest,
+                                                    "refreshed_at": now})
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+    return RefreshResult(full, [(r, d) for r, d in days], groups, time.perf_counter() - start)

@@ -1,0 +1,56 @@
+-- name: insert_days
+-- description: recompute the daily rollup (release x day x task x route x tier x bucket) for the touched days
+-- params: updated_at
+INSERT INTO rollup_daily
+WITH picked AS (
+    SELECT e.* FROM events_enriched e JOIN touched_days t ON e.release = t.release AND e.day = t.day
+    -- the range lets DuckDB skip row groups of other days
+    WHERE e.event_time >= (SELECT min(day) FROM touched_days)
+      AND e.event_time < (SELECT max(day) FROM touched_days) + INTERVAL 1 DAY
+),
+device_days AS (
+    SELECT release, day, task, route, device_tier, network_bucket, device_id,
+           sum(total_ms) / 1000.0 AS edge_seconds
+    FROM picked WHERE on_device
+    GROUP BY ALL
+),
+per_device AS (
+    SELECT release, day, task, route, device_tier, network_bucket,
+           count(*) AS device_days,
+           quantile_cont(edge_seconds, 0.95) AS edge_seconds_per_device_day_p95,
+           avg(CAST(edge_seconds > s.daily_edge_seconds_cap AS DOUBLE)) AS device_days_over_cap_share
+    FROM device_days CROSS JOIN settings_in_effect s
+    GROUP BY ALL
+),
+per_group AS (
+    SELECT release, day, task, route, device_tier, network_bucket,
+           count(*) AS rows,
+           quantile_cont(total_ms, 0.50) AS total_ms_p50,
+           quantile_cont(total_ms, 0.95) AS total_ms_p95,
+           quantile_cont(total_ms, 0.99) AS total_ms_p99,
+           stddev_samp(total_ms) AS total_ms_stddev,
+           quantile_cont(ttft_ms, 0.50) AS ttft_ms_p50,
+           quantile_cont(ttft_ms, 0.95) AS ttft_ms_p95,
+           quantile_cont(ttft_ms, 0.99) AS ttft_ms_p99,
+           stddev_samp(ttft_ms) AS ttft_ms_stddev,
+           quantile_cont(peak_mem_ratio, 0.95) AS peak_mem_ratio_p95,
+           quantile_cont(resident_mem_ratio, 0.95) AS resident_mem_ratio_p95,
+           quantile_cont(temp_rise_c, 0.95) AS temp_rise_c_p95,
+           avg(CAST(throttled AS DOUBLE)) AS throttled_share,
+           quantile_cont(cold_start_ms, 0.95) AS cold_start_ms_p95,
+           avg(CAST(adopted AS DOUBLE)) AS adoption_rate,
+           avg(CAST(fallback AS DOUBLE)) AS fallback_rate,
+           avg(CAST(auto_fallback AS DOUBLE)) AS auto_fallback_rate,
+           count(*) FILTER (WHERE failure) AS failures,
+           CAST(count(*) FILTER (WHERE failure AND detected_failure) AS DOUBLE)
+               / nullif(count(*) FILTER (WHERE failure), 0) AS failure_detectability,
+           avg(CAST(oom_or_lmk AS DOUBLE)) AS oom_lmk_share,
+           avg(CAST(over_10s AS DOUBLE)) AS over_10s_share,
+           avg(CAST(over_400_tokens AS DOUBLE)) AS over_400_tokens_share
+    FROM picked
+    GROUP BY ALL
+)
+SELECT g.*, d.device_days, d.edge_seconds_per_device_day_p95, d.device_days_over_cap_share,
+       CAST($updated_at AS TIMESTAMP) AS updated_at
+FROM per_group g
+LEFT JOIN per_device d USING (release, day, task, route, device_tier, network_bucket)
