@@ -17,7 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +178,44 @@ def cmd_query(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _as_of(args: argparse.Namespace) -> datetime | None:
+    if not getattr(args, "as_of", None):
+        return None
+    try:
+        value = datetime.fromisoformat(args.as_of.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--as-of {args.as_of!r} is not an ISO date or time (e.g. 2026-12-02 or 2026-12-02T02:00Z)")
+    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from pipeline import db
+    from pipeline.aggregate import use_settings
+    from pipeline.gate import evaluate_gate
+
+    config = _config(args)
+    if args.check_config:
+        print(f"{config.source}: ok (digest {config.digest})")
+        return EXIT_OK
+    if not args.release:
+        raise UsageError("--release is required (or --check-config)")
+    with db.reading(_db(args)) as con:
+        use_settings(con, config)
+        result = evaluate_gate(con, args.release, config, as_of=_as_of(args))
+    if args.routing_out:
+        from pipeline.routing import write_routing_table
+
+        write_routing_table(result, config, args.routing_out)
+    from pipeline.history import record_evaluation
+
+    record_evaluation(_db(args), result)
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        print(result)
+    return result.exit_code
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from pipeline.simulate import SCENARIOS, write_parquet
 
@@ -231,6 +269,18 @@ def build_parser() -> argparse.ArgumentParser:
     _config_option(p)
     p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("gate", help="decide keep edge / roll back to cloud per segment of a release",
+                       description="Exit status: 0 keep_edge, 1 partial_rollback or rollback_to_cloud, "
+                                   "2 usage or input error, 3 insufficient_data.")
+    p.add_argument("--release", help="the release to judge, e.g. 4.12 (matches the release column exactly)")
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--as-of", help="end of the evaluation window, ISO date or time in UTC (default: now)")
+    p.add_argument("--json", action="store_true", help="print the contract's JSON object")
+    p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
+    p.add_argument("--check-config", action="store_true", help="only validate the config and exit")
+    p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("simulate", help="write realistic telemetry Parquet for a scenario")
     p.add_argument("--out", type=Path, required=True, help="folder to write into")

@@ -101,16 +101,28 @@ class Statistics:
     bootstrap_resamples: int = _f(400, 50, 100_000, help="resamples for quantile intervals")
 
 
+ROUTES = ("edge", "edge_with_cloud_check", "cloud")
+
+
+@dataclass(frozen=True)
+class Routing:
+    cloud_check_catches: tuple[str, ...] = _f(("quality_loss", "failure_detectability", "fallback_rate"),
+                                              help="gates whose failures a cloud check of the edge draft catches")
+    insufficient_data_route: str = _f("edge_with_cloud_check", choices=ROUTES)
+
+
 @dataclass(frozen=True)
 class Config:
     version: int = _f(1, 1, 1)
     min_rows_per_segment: int = _f(200, 1, 10_000_000)
+    min_measured_rows: int = _f(100, 1, 10_000_000, help="rows with a value a p95 or rate gate needs")
     min_cloud_rows_for_baseline: int = _f(100, 1, 10_000_000)
     window_days: int = _f(14, 1, 3650)
     network: Network = Network()
     gates: Gates = Gates()
     task_overrides: dict[str, Gates] = _f(None, help="per task: gate settings that differ from `gates`")
     statistics: Statistics = Statistics()
+    routing: Routing = Routing()
     source: str = ""
     digest: str = ""
 

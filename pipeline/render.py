@@ -52,3 +52,57 @@ def rows_as(fmt: str, columns: list[str], rows: list[tuple]) -> str:
     lines = [line(columns), line(["-" * w for w in widths])] + [line(r) for r in text]
     lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(lines)
+
+
+_SHORT = {"peak_memory": "peak", "resident_memory": "resid", "inference_duration": "p95 ms",
+          "cold_start": "cold ms", "quality_loss": "q.loss", "failure_detectability": "detect",
+          "fallback_rate": "fallbk", "weak_network_latency": "weak ms", "thermal": "rise C",
+          "daily_edge_seconds": "day cap"}
+_MARK = {"fail": "X", "insufficient_data": "?", "not_applicable": "-", "pass": ""}
+
+
+def _gate_cell(check: Any) -> str:
+    if check.status == "not_applicable":
+        return "-"
+    if check.measured is None:
+        return "?" if check.status == "insufficient_data" else ""
+    value = check.measured
+    text = f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    mark = _MARK[check.status] + ("~" if check.borderline else "") + ("(obs)" if check.mode == "observe" else "")
+    return f"{text}{mark}"
+
+
+def gate_table(result: Any) -> str:
+    """One row per segment, one column per gate: measured value, X failed, ? insufficient data,
+    - not applicable, ~ borderline (interval straddles the threshold), (obs) observe-only gate."""
+    gates = list(_SHORT)
+    header = ["segment", "rows"] + [_SHORT[g] for g in gates] + ["decision"]
+    body = []
+    for s in result.segments:
+        cells = [s.key, str(s.rows)] + [_gate_cell(s.checks[g]) for g in gates]
+        decision = s.decision + (f" (needs {s.needs_rows} more rows)" if s.needs_rows else "")
+        body.append(cells + [decision])
+    for task in sorted({s.task for s in result.segments}):  # per task: overrides may differ
+        checks = next(s.checks for s in result.segments if s.task == task)
+        body.append([f"threshold {task}", ""] + [_threshold(checks[g]) for g in gates] + [""])
+    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header] + body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    rw = result.release_wide.get("quality_loss")
+    if rw and rw.measured is not None:
+        lines.append(f"release-wide quality loss {rw.measured:.3f} (threshold {rw.threshold}, p={rw.p_value:.3g}): "
+                     f"{rw.status}")
+    lines.append("marks: X failed, ? insufficient data, - not applicable, ~ borderline, (obs) observe-only")
+    lines.append(f"verdict for release {result.release}: {result.verdict.upper()} - {result.note} "
+                 f"(window {result.window_start:%Y-%m-%d %H:%M} .. {result.as_of:%Y-%m-%d %H:%M} UTC)")
+    return "\n".join(lines)
+
+
+def _threshold(check: Any) -> str:
+    if check.gate == "weak_network_latency":
+        return "< cloud"
+    if check.threshold is None:
+        return ""
+    t = check.threshold
+    prefix = ">=" if check.gate == "failure_detectability" else "<="
+    return f"{prefix}{t:.0f}" if abs(t) >= 100 else f"{prefix}{t:g}"

@@ -24,3 +24,17 @@ CREATE TABLE IF NOT EXISTS validations (
     element_count    BIGINT NOT NULL,
     unexpected_count BIGINT NOT NULL
 );
+CREATE SEQUENCE IF NOT EXISTS evaluation_id_seq START 1;
+CREATE TABLE IF NOT EXISTS evaluations (
+    evaluation_id  INTEGER PRIMARY KEY,
+    release        VARCHAR NOT NULL,
+    as_of          TIMESTAMP NOT NULL,
+    evaluated_at   TIMESTAMP NOT NULL,
+    verdict        VARCHAR NOT NULL,
+    segments_judged INTEGER NOT NULL,
+    segments_rolled_back INTEGER NOT NULL,
+    failed_gates   VARCHAR[] NOT NULL,
+    config_digest  VARCHAR NOT NULL,
+    code_version   VARCHAR NOT NULL,
+    result         JSON NOT NULL
+);
