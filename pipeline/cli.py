@@ -184,7 +184,8 @@ def _as_of(args: argparse.Namespace) -> datetime | None:
     try:
         value = datetime.fromisoformat(args.as_of.replace("Z", "+00:00"))
     except ValueError:
-        raise UsageError(f"--as-of {args.as_of!r} is not an ISO date or time (e.g. 2026-12-02 or 2026-12-02T02:00Z)")
+        raise UsageError(
+            f"--as-of {args.as_of!r} is not an ISO date or time (e.g. 2026-12-02 or 2026-12-02T02:00Z)") from None
     return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
 
 
@@ -214,6 +215,69 @@ def cmd_gate(args: argparse.Namespace) -> int:
     else:
         print(result)
     return result.exit_code
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from pipeline import db
+    from pipeline.history import history
+    from pipeline.render import rows_as
+
+    with db.reading(_db(args)) as con:
+        columns, rows = history(con, args.release)
+    print(rows_as(_format(args), columns, rows))
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from pipeline import db
+    from pipeline.aggregate import use_settings
+    from pipeline.gate import evaluate_gate
+    from pipeline.render import explain_segment
+
+    config = _config(args)
+    with db.reading(_db(args)) as con:
+        use_settings(con, config)
+        result = evaluate_gate(con, args.release, config, as_of=_as_of(args))
+    match = [s for s in result.segments if s.key == args.segment]
+    if not match:
+        known = ", ".join(s.key for s in result.segments) or "none"
+        raise UsageError(f"no segment {args.segment!r} in release {args.release}; segments: {known}")
+    print(explain_segment(result, match[0], config))
+    return EXIT_OK
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from pipeline.nightly import run_nightly
+
+    if not args.landing.is_dir():
+        raise UsageError(f"--landing {args.landing} is not a folder")
+    run, results = run_nightly(_db(args), args.landing, _config(args), as_of=_as_of(args),
+                               routing_dir=args.routing_dir)
+    if args.json:
+        _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
+    else:
+        print(run)
+        for r in results:
+            judged = [s for s in r.segments if s.decision != "insufficient_data"]
+            rolled = [s for s in judged if s.decision == "rollback_to_cloud"]
+            print(f"\nrelease {r.release}: {r.verdict} ({len(rolled)} of {len(judged)} judged segments roll back; "
+                  f"{len(r.segments) - len(judged)} lack data)")
+            for s in rolled[:8]:
+                print(f"  roll back {s.key}: {', '.join(s.failed_gates)}")
+            if len(rolled) > 8:
+                print(f"  ... and {len(rolled) - 8} more (pipeline gate --release {r.release})")
+    return EXIT_OK if run.status == "ok" else EXIT_ERROR
+
+
+def cmd_admit(args: argparse.Namespace) -> int:
+    from pipeline.admit import admit
+
+    result = admit(args.task, _config(args))
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        print(result)
+    return EXIT_OK
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -281,6 +345,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
     p.add_argument("--check-config", action="store_true", help="only validate the config and exit")
     p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser("explain", help="every gate's figures for one segment, and why it decided so")
+    p.add_argument("--release", required=True)
+    p.add_argument("--segment", required=True, metavar="TASK/TIER/BUCKET", help="e.g. rewrite/mid/weak")
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--as-of", help="end of the evaluation window (default: now)")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("history", help="the stored gate verdicts of a release over time")
+    p.add_argument("--release", required=True)
+    _db_option(p)
+    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("nightly", help="the main job once: ingest new files, refresh the rollup, judge releases")
+    p.add_argument("--landing", type=Path, required=True, help="folder where telemetry Parquet lands")
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--as-of", help="end of the evaluation window (default: now)")
+    p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_nightly)
+
+    p = sub.add_parser("admit", help="before launch: score a candidate task for the edge and predict its budgets")
+    p.add_argument("task", type=Path, help="candidate task YAML (examples in gates/candidates/)")
+    _config_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_admit)
 
     p = sub.add_parser("simulate", help="write realistic telemetry Parquet for a scenario")
     p.add_argument("--out", type=Path, required=True, help="folder to write into")

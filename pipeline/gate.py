@@ -244,9 +244,10 @@ class _Evaluation:
             fb.status, fb.note = "insufficient_data", "no cloud baseline with enough rows"
         else:
             fb.baseline, fb.baseline_level = base["fallbacks"] / base["rows"], level
-            fb.extra["max_excess_over_cloud"] = gates.fallback_rate.max_excess_over_cloud
+            margin = gates.fallback_rate.max_excess_over_cloud
+            fb.extra["max_excess_over_cloud"] = margin
             self._test("fallback_excess", key, stats.p_excess_above(
-                row["fallbacks"], row["rows"], base["fallbacks"], base["rows"], gates.fallback_rate.max_excess_over_cloud))
+                row["fallbacks"], row["rows"], base["fallbacks"], base["rows"], margin))
 
         weak = new("weak_network_latency")
         if bucket != "weak":
@@ -392,7 +393,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     known = releases(con)
     if release not in known:
         if not known:
-            raise UnknownRelease(f"no telemetry in this database yet; ingest some first (pipeline ingest PATH)")
+            raise UnknownRelease("no telemetry in this database yet; ingest some first (pipeline ingest PATH)")
         raise UnknownRelease(f"no release {release!r} in the database; releases present: {', '.join(known)}. "
                              "Did you ingest its files? (pipeline ingest PATH)")
     window_start = as_of - timedelta(days=config.window_days)

@@ -38,3 +38,13 @@ CREATE TABLE IF NOT EXISTS evaluations (
     code_version   VARCHAR NOT NULL,
     result         JSON NOT NULL
 );
+CREATE SEQUENCE IF NOT EXISTS run_id_seq START 1;
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      INTEGER PRIMARY KEY,
+    kind        VARCHAR NOT NULL,      -- nightly | scheduled
+    started_at  TIMESTAMP NOT NULL,
+    finished_at TIMESTAMP,
+    status      VARCHAR NOT NULL,      -- running | ok | failed | interrupted
+    summary     JSON,
+    error       VARCHAR
+);

@@ -1,0 +1,96 @@
+"""The nightly job: ingest what landed, refresh the rollup, judge every active
+release, write routing tables, and record the run. Gate verdicts are results,
+not failures: the job fails only when one of its steps does."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pipeline import db, sqlfiles
+from pipeline.aggregate import refresh, use_settings
+from pipeline.config import Config
+from pipeline.gate import GateResult, evaluate_gate
+from pipeline.history import record_evaluation
+from pipeline.ingest import ingest
+
+
+@dataclass
+class RunResult:
+    run_id: int
+    status: str = "running"
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verdicts: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "status": self.status, "steps": self.steps, "verdicts": self.verdicts,
+                "error": self.error}
+
+    def __str__(self) -> str:
+        lines = [f"run {self.run_id}: {self.status}"]
+        for name, step in self.steps.items():
+            lines.append(f"  {name:<10} {step.pop('text', '')}".rstrip())
+        for release, verdict in self.verdicts.items():
+            lines.append(f"  release {release}: {verdict}")
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        return "\n".join(lines)
+
+
+def _step(run: RunResult, name: str, started: float, text: str, **counts: Any) -> None:
+    run.steps[name] = {"seconds": round(time.perf_counter() - started, 3), **counts, "text": text}
+
+
+def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | None = None,
+                routing_dir: Path | None = None, kind: str = "nightly") -> tuple[RunResult, list[GateResult]]:
+    now = db.utcnow()
+    as_of = as_of or now
+    results: list[GateResult] = []
+    with db.writer_lock(db_path, kind):
+        with db.writing(db_path) as con:
+            run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": now}).fetchone()[0])
+        try:
+            t = time.perf_counter()
+            ingested = ingest(db_path, [landing], now=now)
+            d = ingested.to_dict()
+            _step(run, "ingest", t, f"{d['loaded_files']} files loaded, {len(d['rejected_files'])} rejected, "
+                  f"{len(d['skipped_files'])} already in; {d['accepted']} rows accepted, {d['quarantined']} "
+                  f"quarantined, {d['duplicates']} duplicates", **{k: v for k, v in d.items() if k != "per_file"})
+            for rejected in d["rejected_files"]:
+                run.steps["ingest"]["text"] += f"\n             rejected {rejected['path']}: {rejected['reason']}"
+            t = time.perf_counter()
+            rolled = refresh(db_path, config, now=now)
+            _step(run, "aggregate", t, str(rolled), **rolled.to_dict())
+            t = time.perf_counter()
+            window = {"window_start": as_of - timedelta(days=config.window_days), "window_end": as_of}
+            with db.reading(db_path) as con:
+                use_settings(con, config)
+                active = [r[0] for r in sqlfiles.run(con, "gate/active_releases", window).fetchall()]
+                results = [evaluate_gate(con, release, config, as_of=as_of, now=now) for release in active]
+            for result in results:
+                record_evaluation(db_path, result)
+                run.verdicts[result.release] = result.verdict
+                if routing_dir:
+                    from pipeline.routing import write_routing_table
+
+                    write_routing_table(result, config, routing_dir / f"routing-{result.release}.json")
+            _step(run, "gate", t, f"{len(results)} releases judged", releases=len(results))
+            run.status = "ok"
+        except KeyboardInterrupt:
+            run.status, run.error = "interrupted", "stopped by a signal"
+            raise
+        except Exception as exc:
+            run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            summary = {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in run.steps.items()}
+            with db.writing(db_path) as con:
+                sqlfiles.run(con, "ingest/finish_run", {
+                    "run_id": run.run_id, "finished_at": db.utcnow(), "status": run.status,
+                    "summary": json.dumps({"steps": summary, "verdicts": run.verdicts}, default=str),
+                    "error": run.error})
+    return run, results
