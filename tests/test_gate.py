@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -86,8 +87,7 @@ def test_low_tier_memory_rolls_back_low_tier_only(db_path):
 def test_observe_mode_reports_but_does_not_block(db_path, tmp_path):
     text = Path(CONFIG.source).read_text()
     for gate_name in ("peak_memory", "resident_memory"):
-        text = text.replace(f"{gate_name}:" + " " * (23 - len(gate_name)) + "{mode: enforce",
-                            f"{gate_name}:" + " " * (23 - len(gate_name)) + "{mode: observe")
+        text = re.sub(rf"({gate_name}:\s+{{mode: )enforce", r"\1observe", text)
     (tmp_path / "observe.yaml").write_text(text)
     config = load_config(tmp_path / "observe.yaml")
     assert config.gates_for("intent").peak_memory.mode == "observe"  # overrides build on `gates`

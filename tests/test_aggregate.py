@@ -1,0 +1,152 @@
+"""The rollup and the ad hoc SQL, checked against figures computed independently with polars."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime, timedelta
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pytest
+from conftest import counts, run_cli, valid_table, with_values
+
+from pipeline import db
+from pipeline.aggregate import refresh
+from pipeline.config import load_config
+from pipeline.simulate import generate
+
+CONFIG = load_config()
+START = datetime(2026, 11, 20)
+
+
+def add_file(db_path, table: pa.Table, name: str) -> None:
+    """Rows as one loaded file (bypassing validation: the rollup is under test)."""
+    with db.writing(db_path) as con:
+        file_id = con.execute("SELECT nextval('file_id_seq')").fetchone()[0]
+        con.execute("INSERT INTO files VALUES (?, ?, 0, ?, ?, ?, 0, 0, 'loaded', NULL, [], [], now()::TIMESTAMP)",
+                    [file_id, name, name, table.num_rows, table.num_rows])
+        con.register("t", table)
+        con.execute("INSERT INTO events BY NAME SELECT *, ? AS file_id FROM t", [file_id])
+
+
+def rollup(db_path) -> pl.DataFrame:
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return pl.from_arrow(con.sql("SELECT * EXCLUDE (updated_at) FROM rollup_daily").to_arrow_table())
+    finally:
+        con.close()
+
+
+def expected(table: pa.Table) -> pl.DataFrame:
+    """The contract's derived fields and the rollup's figures, written independently."""
+    df = pl.from_arrow(table).with_columns(
+        day=pl.col("event_time").dt.date(),
+        network_bucket=pl.when(pl.col("network_type") == "offline").then(pl.lit("offline"))
+        .when(pl.col("network_type").is_in(["2g", "3g"]) | (pl.col("rtt_ms") >= 300)).then(pl.lit("weak"))
+        .otherwise(pl.lit("normal")),
+        user_fallback=pl.col("outcome").is_in(["edited", "regenerated", "undone"]),
+    ).with_columns(
+        fallback=pl.col("user_fallback") | pl.col("auto_fallback"),
+        failure=pl.col("user_fallback") | pl.col("auto_fallback") | (pl.col("outcome") == "failed")
+        | pl.col("error_code").is_not_null(),
+        detected=pl.col("auto_fallback") | pl.col("error_code").is_not_null(),
+    )
+    keys = ["release", "day", "task", "route", "device_tier", "network_bucket"]
+    return df.group_by(keys).agg(
+        rows=pl.len(),
+        total_ms_p95=pl.col("total_ms").quantile(0.95, interpolation="linear"),
+        adoption_rate=(pl.col("outcome") == "adopted").mean(),
+        fallback_rate=pl.col("fallback").mean(),
+        failures=pl.col("failure").sum(),
+        failure_detectability=((pl.col("failure") & pl.col("detected")).sum() / pl.col("failure").sum())
+        .fill_nan(None),  # no failures: undefined, NULL in DuckDB
+        over_10s_share=(pl.col("total_ms") > 10_000).mean(),
+    )
+
+
+def test_rollup_matches_an_independent_computation(db_path):
+    table = generate("4.12", 30_000, "postmortem", seed=5, start=START, days=3)
+    add_file(db_path, table, "a")
+    result = refresh(db_path, CONFIG)
+    assert result.full and [d for _, d in result.days] == [START.date() + timedelta(days=i) for i in range(3)]
+    keys = ["release", "day", "task", "route", "device_tier", "network_bucket"]
+    got = rollup(db_path).sort(keys)
+    want = expected(table).sort(keys)
+    assert got.height == want.height == result.groups
+    assert got["rows"].to_list() == want["rows"].to_list()
+    assert got["failures"].to_list() == want["failures"].to_list()
+    for col in ("total_ms_p95", "adoption_rate", "fallback_rate", "failure_detectability", "over_10s_share"):
+        g, w = got[col].to_list(), want[col].to_list()
+        assert [x is None for x in g] == [x is None for x in w], col
+        assert [x for x in g if x is not None] == pytest.approx([x for x in w if x is not None], rel=1e-9), col
+
+
+def test_network_bucket_edges(db_path):
+    table = valid_table(8, seed=11)
+    cases = [("wifi", 300.0, "weak"), ("wifi", 299.9, "normal"), ("offline", None, "offline"), ("2g", 20.0, "weak"),
+             ("3g", 10.0, "weak"), ("4g", None, "normal"), ("unknown", 1000.0, "weak"), ("5g", 0.0, "normal")]
+    for i, (net, rtt, _) in enumerate(cases):
+        table = with_values(table, i, network_type=net, rtt_ms=rtt)
+    add_file(db_path, table, "edges")
+    con = duckdb.connect(str(db_path), read_only=True)
+    got = dict(con.execute("SELECT event_id, network_bucket FROM events_enriched").fetchall())
+    con.close()
+    assert [got[table["event_id"][i].as_py()] for i in range(8)] == [c[2] for c in cases]
+
+
+def test_incremental_refresh_recomputes_only_the_new_day_and_equals_a_rebuild(db_path, tmp_path):
+    first = generate("4.12", 20_000, "healthy", seed=6, start=START, days=3)
+    new_day = generate("4.12", 5_000, "healthy", seed=7, start=START + timedelta(days=3), days=1)
+    add_file(db_path, first, "first")
+    refresh(db_path, CONFIG)
+    add_file(db_path, new_day, "second")
+
+    result = refresh(db_path, CONFIG)
+
+    assert not result.full and result.days == [("4.12", (START + timedelta(days=3)).date())]
+    con = duckdb.connect(str(db_path), read_only=True)
+    stamps = con.execute("SELECT day, count(DISTINCT updated_at) FROM rollup_daily GROUP BY day").fetchall()
+    con.close()
+    assert len(stamps) == 4
+    keys = ["release", "day", "task", "route", "device_tier", "network_bucket"]
+    incremental = rollup(db_path).sort(keys)
+    refresh(db_path, CONFIG, full=True)
+    assert incremental.equals(rollup(db_path).sort(keys))
+    assert refresh(db_path, CONFIG).days == []
+
+
+@pytest.mark.parametrize("sql", [
+    "INSERT INTO events SELECT * FROM events", "DELETE FROM events", "DROP TABLE events",
+    "ATTACH '/tmp/other.duckdb' AS other", "COPY events TO '/tmp/stolen.csv'",
+    "SELECT * FROM read_csv('/etc/passwd')", "SET enable_external_access = true",
+    "SELECT 1; DROP TABLE events",
+])
+def test_ad_hoc_sql_cannot_write_attach_or_read_files(db_path, sql):
+    add_file(db_path, valid_table(50, seed=12), "x")
+    before = counts(db_path)
+    proc = run_cli("sql", "--db", str(db_path), sql)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("pipeline sql: error: refused or failed (the warehouse is read-only here): ")
+    assert proc.stderr.count("\n") == 1
+    assert counts(db_path) == before
+
+
+def test_query_params_are_values_not_sql(db_path):
+    add_file(db_path, generate("4.12", 5_000, "healthy", seed=8, start=START, days=2), "x")
+    refresh(db_path, CONFIG)
+    ok = run_cli("query", "edge_vs_cloud_latency", "--db", str(db_path), "--param", "release=4.12",
+                 "--format", "csv")
+    assert ok.returncode == 0, ok.stderr
+    rows = list(csv.DictReader(io.StringIO(ok.stdout)))
+    assert [r["network_bucket"] for r in rows] == ["normal", "offline", "weak"]
+    evil = run_cli("query", "edge_vs_cloud_latency", "--db", str(db_path), "--param",
+                   "release=4.12' OR 1=1 --", "--format", "csv")
+    assert evil.returncode == 0 and evil.stdout.strip() == ",".join(rows[0].keys())
+    unknown = run_cli("query", "edge_vs_cloud_latency", "--db", str(db_path), "--param", "rel=4.12")
+    assert unknown.returncode == 2 and "unknown parameter 'rel'" in unknown.stderr
+    listing = run_cli("query", "--list")
+    for name in ("fallback_rate", "edge_vs_cloud_latency", "memory_by_tier", "thermal", "adoption",
+                 "quarantine_reasons", "ingest_history"):
+        assert name in listing.stdout
