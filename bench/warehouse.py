@@ -184,10 +184,10 @@ SELECT g.* EXCLUDE (total_q, ttft_q),
        d.device_days, d.edge_seconds_per_device_day_p95, d.device_days_over_cap_share,
        CAST($now AS TIMESTAMP) AS updated_at
 FROM g LEFT JOIN d USING (release, day, task, route, device_tier, network_bucket)
-'''.replace("BUCKET", sys.argv[4]), params).fetchone()[0]
+''', params).fetchone()[0]
 con.commit()
 print(groups)
-"""
+""".replace("BUCKET", BUCKET)
 
 HAND_QUERY = r"""
 import csv, sys, duckdb
@@ -206,11 +206,11 @@ SELECT e.network_bucket, e.rows AS edge_rows, c.rows AS cloud_rows,
        round(e.p[2] - c.p[2]) AS p95_gap_ms
 FROM q e LEFT JOIN q c ON c.network_bucket = e.network_bucket AND NOT c.on_device
 WHERE e.on_device ORDER BY e.network_bucket
-'''.replace("BUCKET", sys.argv[3]), {"release": release})
+''', {"release": release})
 out = csv.writer(sys.stdout, lineterminator="\n")
 out.writerow([d[0] for d in cur.description])
 out.writerows(["" if v is None else v for v in r] for r in cur.fetchall())
-"""
+""".replace("BUCKET", BUCKET)
 
 HAND_GATE = r"""
 import json, sys, duckdb
@@ -244,7 +244,7 @@ SELECT side, task, device_tier, network_bucket, grouping(task, device_tier, netw
 FROM picked
 GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket), (side, task, device_tier),
                         (side, task, network_bucket), (side, task), (side))
-'''.replace("BUCKET", sys.argv[5]), params)
+''', params)
 cols = [d[0] for d in cur.description]
 figures = [dict(zip(cols, r)) for r in cur.fetchall()]
 days = con.execute('''
@@ -254,11 +254,11 @@ FROM (SELECT task, device_tier, BUCKET AS network_bucket, device_id, CAST(event_
       FROM events WHERE release = $release AND event_time >= $start AND event_time < $end AND route <> 'cloud'
       GROUP BY ALL)
 GROUP BY ALL
-'''.replace("BUCKET", sys.argv[5]), params).fetchall()
+''', params).fetchall()
 segments = {f"{r['task']}/{r['device_tier']}/{r['network_bucket']}": [r["rows"], r["total_p95"]]
             for r in figures if r["side"] == "edge" and r["level"] == 0}
 print(json.dumps({"figure_rows": len(figures), "device_day_rows": len(days), "segments": segments}))
-"""
+""".replace("BUCKET", BUCKET)
 
 
 def timed(cmd: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float, str, int]:
@@ -365,9 +365,10 @@ def main() -> None:
     prepared = copy_db(cache, scratch / "new-day.duckdb")
     timed(py(NEW_DAY, prepared, new_day.isoformat(), args.new_day_rows, NEW_DAY_RELEASE, NEW_DAY_SCENARIO,
              NEW_DAY_SEED))
-    agg_pipe, agg_hand = copy_db(prepared, scratch / "agg-pipeline.duckdb"), copy_db(prepared, scratch / "agg-hand.duckdb")
+    agg_pipe = copy_db(prepared, scratch / "agg-pipeline.duckdb")
+    agg_hand = copy_db(prepared, scratch / "agg-hand.duckdb")
     prepared.unlink()
-    a_hand = timed(py(HAND_ROLLUP, agg_hand, NEW_DAY_RELEASE, new_day.isoformat(), BUCKET))
+    a_hand = timed(py(HAND_ROLLUP, agg_hand, NEW_DAY_RELEASE, new_day.isoformat()))
     a_pipe = timed(cli("aggregate", "--db", agg_pipe, "--json"))
     refreshed = json.loads(a_pipe[2])
     check = json.loads(timed(py(VERIFY_ROLLUP, agg_pipe, agg_hand, NEW_DAY_RELEASE, new_day.isoformat()))[2])
@@ -378,13 +379,13 @@ def main() -> None:
     agg_hand.unlink()
 
     # b. query (read-only: both on the built file itself)
-    b_hand = timed(py(HAND_QUERY, cache, "4.12", BUCKET))
+    b_hand = timed(py(HAND_QUERY, cache, "4.12"))
     b_pipe = timed(cli("query", "edge_vs_cloud_latency", "--param", "release=4.12", "--db", cache, "--format", "csv"))
     b_ok = same_csv(b_pipe[2], b_hand[2])
 
     # c. gate (it records its evaluation, so on a copy)
     gate_db = copy_db(cache, scratch / "gate.duckdb")
-    c_hand = timed(py(HAND_GATE, gate_db, "4.12", as_of, DAYS, BUCKET))
+    c_hand = timed(py(HAND_GATE, gate_db, "4.12", as_of, DAYS))
     c_pipe = timed(cli("gate", "--release", "4.12", "--db", gate_db, "--as-of", as_of, "--json"), ok=GATE_OK)
     gate, hand_gate = json.loads(c_pipe[2]), json.loads(c_hand[2])
     c_ok = same_gate(gate, hand_gate)

@@ -377,3 +377,16 @@ def test_admit_imports_nothing_heavy():
             " 'numpy'} & set(sys.modules); print(sorted(heavy)); sys.exit(bool(heavy))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_cli_admit_json_and_a_bad_file_exit_codes(tmp_path):
+    from conftest import run_cli
+
+    ok = run_cli("admit", "gates/candidates/intent.yaml", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["route"]["route"] == "edge"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("task: x\n")
+    proc = run_cli("admit", str(bad))
+    assert proc.returncode == 2
+    assert proc.stderr == f"pipeline admit: error: {bad}: prompt_tokens is required (typical input tokens)\n"
