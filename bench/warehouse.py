@@ -52,7 +52,7 @@ from pipeline.simulate import generate
 
 def load(con, table, path):
     # one chunk = one fake manifest row, so file_id high-water marks work as after `pipeline ingest`
-    fid = con.execute("SELECT nextval('file_id_seq')").fetchone()[0]
+    fid = con.execute("SELECT nextval('file_id_seq')").fetchall()[0][0]
     con.register("t", table)
     con.begin()
     con.execute("INSERT INTO events BY NAME SELECT *, $fid AS file_id FROM t", {"fid": fid})
@@ -272,7 +272,8 @@ def timed(cmd: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float, str
         out.seek(0)
         err.seek(0)
         if proc.returncode not in ok:
-            sys.exit(f"benchmark step failed (exit {proc.returncode}): {' '.join(cmd[:5])}...\n{err.read()}")
+            shown = " ".join(cmd[3:] if cmd[1] == "-c" else cmd[1:])
+            sys.exit(f"benchmark step failed (exit {proc.returncode}): {shown}\n{err.read()}")
         return elapsed, usage.ru_maxrss / 1024, out.read(), proc.returncode  # Linux reports KiB
 
 
