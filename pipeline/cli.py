@@ -209,12 +209,26 @@ def cmd_gate(args: argparse.Namespace) -> int:
         write_routing_table(result, config, args.routing_out)
     from pipeline.history import record_evaluation
 
-    record_evaluation(_db(args), result)
     if args.json:
         _emit_json(result.to_dict())
     else:
         print(result)
-    return result.exit_code
+    if record_evaluation(_db(args), result, config) and not args.no_alerts:
+        _deliver_alerts(args, config)
+    return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
+
+
+def _deliver_alerts(args: argparse.Namespace, config) -> None:
+    from pipeline.alerts import deliver
+    from pipeline.errors import DatabaseBusy
+
+    try:  # under --json stdout is the contract's object alone: alerts for the stdout sink go to stderr
+        delivery = deliver(_db(args), config, out=sys.stderr if args.json else sys.stdout)
+    except DatabaseBusy:
+        print("pipeline gate: alerts wait in the outbox: another writer is busy", file=sys.stderr)
+        return
+    if delivery.errors:
+        print(f"pipeline gate: {delivery}", file=sys.stderr)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -252,20 +266,11 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     if not args.landing.is_dir():
         raise UsageError(f"--landing {args.landing} is not a folder")
     run, results = run_nightly(_db(args), args.landing, _config(args), as_of=_as_of(args),
-                               routing_dir=args.routing_dir)
+                               routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None)
     if args.json:
         _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
     else:
-        print(run)
-        for r in results:
-            judged = [s for s in r.segments if s.decision != "insufficient_data"]
-            rolled = [s for s in judged if s.decision == "rollback_to_cloud"]
-            print(f"\nrelease {r.release}: {r.verdict} ({len(rolled)} of {len(judged)} judged segments roll back; "
-                  f"{len(r.segments) - len(judged)} lack data)")
-            for s in rolled[:8]:
-                print(f"  roll back {s.key}: {', '.join(s.failed_gates)}")
-            if len(rolled) > 8:
-                print(f"  ... and {len(rolled) - 8} more (pipeline gate --release {r.release})")
+        print(run)  # the alerts (stdout sink) above it carry the failing segments and gates
     return EXIT_OK if run.status == "ok" else EXIT_ERROR
 
 
@@ -344,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the contract's JSON object")
     p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
     p.add_argument("--check-config", action="store_true", help="only validate the config and exit")
+    p.add_argument("--no-alerts", action="store_true", help="store the evaluation and its alert, send nothing now")
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("explain", help="every gate's figures for one segment, and why it decided so")

@@ -97,8 +97,18 @@ class Network:
 
 @dataclass(frozen=True)
 class Statistics:
-    confidence: float = _f(0.95, 0.5, 0.9999, help="two-sided level of reported intervals")
-    bootstrap_resamples: int = _f(400, 50, 100_000, help="resamples for quantile intervals")
+    confidence: float = _f(0.95, 0.5, 0.9999, help="level of intervals; tests decide at alpha = 1 - confidence")
+
+
+@dataclass(frozen=True)
+class Alerts:
+    repeat_interval_hours: float = _f(24.0, 0, 24 * 365, help="the same verdict is not re-sent sooner")
+    stdout: bool = _f(True, help="print each alert")
+    jsonl_path: str = _f("", help="append each alert as a JSON line to this file ('' = off)")
+    webhook_url: str = _f("", help="POST each alert as JSON with a `text` field ('' = off)")
+    webhook_timeout_s: float = _f(5.0, 0.1, 300)
+    webhook_retries: int = _f(3, 0, 20, help="retries of a temporary failure within one delivery run")
+    webhook_backoff_s: float = _f(0.5, 0, 60, help="first retry delay; doubles, capped at 30 s")
 
 
 ROUTES = ("edge", "edge_with_cloud_check", "cloud")
@@ -123,6 +133,7 @@ class Config:
     task_overrides: dict[str, Gates] = _f(None, help="per task: gate settings that differ from `gates`")
     statistics: Statistics = Statistics()
     routing: Routing = Routing()
+    alerts: Alerts = Alerts()
     source: str = ""
     digest: str = ""
 

@@ -1,9 +1,9 @@
 """Every gate evaluation is stored (table `evaluations`); `pipeline history` reads it back.
 
 `pipeline gate` reads through a read-only connection so it answers while the
-nightly job writes. Storing its evaluation needs the writer lock: when another
-writer holds it, the evaluation waits in `<db>.pending-evaluations.jsonl` and
-the next writer that records one folds the pending ones in first.
+nightly job writes. Storing its evaluation (and its alert, see alerts.py) needs
+the writer lock: when another writer holds it, both wait in
+`<db>.pending-evaluations.jsonl` and the next evaluation stored folds them in first.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import __version__, db, sqlfiles
+from pipeline.alerts import build_alert, enqueue
+from pipeline.config import Config
 from pipeline.errors import DatabaseBusy
 
 
@@ -34,18 +36,21 @@ def _pending_path(db_path: Path) -> Path:
     return Path(f"{db_path}.pending-evaluations.jsonl")
 
 
-def record_evaluation(db_path: Path, result: Any) -> bool:
-    """Store `result`; False when it had to wait in the pending file."""
-    row = _row(result)
+def record_evaluation(db_path: Path, result: Any, config: Config) -> bool:
+    """Store `result` and put its alert in the outbox, in one transaction;
+    False when both had to wait in the pending file."""
+    row = {**_row(result), "alert": build_alert(result)}
     try:
         with db.writer_lock(db_path, "gate"), db.writing(db_path) as con:
             pending = _pending_path(db_path)
             rows = [json.loads(line) for line in pending.read_text().splitlines()] if pending.exists() else []
             con.begin()
             for r in rows + [row]:
+                evaluated_at = datetime.fromisoformat(r["evaluated_at"])
                 sqlfiles.run(con, "gate/insert_evaluation", {
-                    **r, "as_of": datetime.fromisoformat(r["as_of"]),
-                    "evaluated_at": datetime.fromisoformat(r["evaluated_at"])})
+                    **{k: v for k, v in r.items() if k != "alert"},
+                    "as_of": datetime.fromisoformat(r["as_of"]), "evaluated_at": evaluated_at})
+                enqueue(con, r["alert"], config, evaluated_at)
             con.commit()
             pending.unlink(missing_ok=True)
         return True

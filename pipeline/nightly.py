@@ -9,11 +9,13 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pipeline import db, sqlfiles
 from pipeline.aggregate import refresh, use_settings
+from pipeline.alerts import deliver
 from pipeline.config import Config
+from pipeline.errors import TransientError
 from pipeline.gate import GateResult, evaluate_gate
 from pipeline.history import record_evaluation
 from pipeline.ingest import ingest
@@ -47,7 +49,8 @@ def _step(run: RunResult, name: str, started: float, text: str, **counts: Any) -
 
 
 def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | None = None,
-                routing_dir: Path | None = None, kind: str = "nightly") -> tuple[RunResult, list[GateResult]]:
+                routing_dir: Path | None = None, kind: str = "nightly",
+                alert_out: TextIO | None = None) -> tuple[RunResult, list[GateResult]]:
     now = db.utcnow()
     as_of = as_of or now
     results: list[GateResult] = []
@@ -73,13 +76,19 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 active = [r[0] for r in sqlfiles.run(con, "gate/active_releases", window).fetchall()]
                 results = [evaluate_gate(con, release, config, as_of=as_of, now=now) for release in active]
             for result in results:
-                record_evaluation(db_path, result)
+                record_evaluation(db_path, result, config)
                 run.verdicts[result.release] = result.verdict
                 if routing_dir:
                     from pipeline.routing import write_routing_table
 
                     write_routing_table(result, config, routing_dir / f"routing-{result.release}.json")
             _step(run, "gate", t, f"{len(results)} releases judged", releases=len(results))
+            t = time.perf_counter()
+            delivery = deliver(db_path, config, out=alert_out)
+            _step(run, "alerts", t, str(delivery).removeprefix("alerts: "), **delivery.to_dict())
+            if delivery.pending:
+                raise TransientError(f"{len(delivery.pending)} alerts could not be delivered; "
+                                     "they stay in the outbox for the next run")
             run.status = "ok"
         except KeyboardInterrupt:
             run.status, run.error = "interrupted", "stopped by a signal"

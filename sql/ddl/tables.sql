@@ -48,3 +48,18 @@ CREATE TABLE IF NOT EXISTS runs (
     summary     JSON,
     error       VARCHAR
 );
+CREATE TABLE IF NOT EXISTS alerts (
+    alert_id      VARCHAR NOT NULL,      -- stable: the receiver's idempotency key
+    sink          VARCHAR NOT NULL,      -- stdout | jsonl | webhook
+    release       VARCHAR NOT NULL,
+    verdict       VARCHAR NOT NULL,
+    signature     VARCHAR NOT NULL,      -- verdict and failing segments/gates: what "changed" means
+    severity      VARCHAR NOT NULL,      -- info | critical
+    created_at    TIMESTAMP NOT NULL,
+    payload       JSON NOT NULL,
+    status        VARCHAR NOT NULL,      -- pending | delivered | failed (permanent)
+    attempts      INTEGER NOT NULL,
+    last_error    VARCHAR,
+    delivered_at  TIMESTAMP,
+    PRIMARY KEY (alert_id, sink)
+);

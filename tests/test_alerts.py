@@ -1,0 +1,180 @@
+"""Alert delivery against a real HTTP server on 127.0.0.1, through the outbox."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import socket
+import threading
+import time
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import duckdb
+import pytest
+from test_gate import AS_OF, START, load
+
+from pipeline import db
+from pipeline.aggregate import use_settings
+from pipeline.alerts import deliver
+from pipeline.config import load_config
+from pipeline.gate import evaluate_gate
+from pipeline.history import record_evaluation
+from pipeline.simulate import generate
+
+
+class Receiver:
+    """A webhook receiver that answers from a script: codes, or 'sleep' to time out."""
+
+    def __init__(self, script: list):
+        self.script, self.received, self.calls = list(script), [], 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                receiver.calls += 1
+                action = receiver.script.pop(0) if receiver.script else 200
+                if action == "sleep":
+                    time.sleep(1.5)
+                    action = 200
+                self.send_response(action)
+                self.end_headers()
+                if action == 200:
+                    receiver.received.append((self.headers["Idempotency-Key"], body))
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    made = []
+
+    def make(script=()):
+        made.append(Receiver(list(script)))
+        return made[-1]
+
+    yield make
+    for r in made:
+        r.close()
+
+
+def config_for(url: str, **alerts):
+    base = load_config()
+    settings = {"webhook_url": url, "stdout": False, "webhook_backoff_s": 0.05, "webhook_timeout_s": 0.5, **alerts}
+    return dataclasses.replace(base, alerts=dataclasses.replace(base.alerts, **settings))
+
+
+def evaluate(db_path, config, now):
+    with db.reading(db_path) as con:
+        use_settings(con, config)
+        result = evaluate_gate(con, "4.12", config, as_of=AS_OF, now=now)
+    record_evaluation(db_path, result, config)
+    return result
+
+
+def statuses(db_path):
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return con.execute("SELECT status, attempts FROM alerts ORDER BY created_at").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def postmortem_db(db_path):
+    return load(db_path, generate("4.12", 40_000, "postmortem", seed=2, start=START, days=7))
+
+
+def test_delivery_posts_text_and_numbers_without_device_ids(postmortem_db, receiver):
+    hook = receiver()
+    config = config_for(hook.url)
+    evaluate(postmortem_db, config, AS_OF)
+    report = deliver(postmortem_db, config)
+    assert (len(report.delivered), report.pending, report.failed) == (1, [], [])
+    key, body = hook.received[0]
+    assert key == body["alert_id"] and body["severity"] == "critical"
+    assert body["text"].startswith("Release 4.12: ROLL BACK TO CLOUD (rollback_to_cloud)")
+    assert "quality_loss" in body["text"] and "vs 0.03" in body["text"]
+    con = duckdb.connect(str(postmortem_db), read_only=True)
+    devices = {d for (d,) in con.execute("SELECT DISTINCT device_id FROM events").fetchall()}
+    con.close()
+    sent = json.dumps(body)
+    assert "device_id" not in sent and not [d for d in devices if d in sent]
+    assert statuses(postmortem_db) == [("delivered", 1)]
+
+
+def test_a_500_then_success_is_retried_within_the_run(postmortem_db, receiver):
+    hook = receiver([500, 503])
+    config = config_for(hook.url)
+    evaluate(postmortem_db, config, AS_OF)
+    report = deliver(postmortem_db, config)
+    assert len(report.delivered) == 1 and hook.calls == 3 and len(hook.received) == 1
+
+
+def test_a_timeout_is_temporary_and_kept_for_the_next_run(postmortem_db, receiver):
+    hook = receiver(["sleep", "sleep"])
+    config = config_for(hook.url, webhook_retries=1)
+    evaluate(postmortem_db, config, AS_OF)
+    report = deliver(postmortem_db, config)
+    assert report.pending and "timed out" in report.errors[0]
+    assert statuses(postmortem_db) == [("pending", 1)]
+    assert len(deliver(postmortem_db, config).delivered) == 1  # the server answers in time now
+    assert deliver(postmortem_db, config).delivered == []
+
+
+def test_a_server_down_for_one_run_gets_the_alert_once_on_the_next(postmortem_db, receiver):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    config = config_for(f"http://127.0.0.1:{port}/hook", webhook_retries=1)
+    evaluate(postmortem_db, config, AS_OF)
+    first = deliver(postmortem_db, config)
+    assert first.pending and "unreachable" in first.errors[0]
+    hook = receiver()
+    moved = dataclasses.replace(config, alerts=dataclasses.replace(config.alerts, webhook_url=hook.url))
+    assert len(deliver(postmortem_db, moved).delivered) == 1
+    assert deliver(postmortem_db, moved).delivered == []
+    assert len(hook.received) == 1
+
+
+def test_a_4xx_is_permanent_and_not_retried(postmortem_db, receiver):
+    hook = receiver([400])
+    config = config_for(hook.url)
+    evaluate(postmortem_db, config, AS_OF)
+    report = deliver(postmortem_db, config)
+    assert report.failed and hook.calls == 1 and "not retried" in report.errors[0]
+    assert deliver(postmortem_db, config).failed == []
+
+
+def test_same_verdict_not_resent_within_the_repeat_interval(postmortem_db, receiver):
+    hook = receiver()
+    config = config_for(hook.url, repeat_interval_hours=24)
+    for hours in (0, 1, 23):
+        evaluate(postmortem_db, config, AS_OF + timedelta(hours=hours))
+        deliver(postmortem_db, config)
+    assert len(hook.received) == 1
+    evaluate(postmortem_db, config, AS_OF + timedelta(hours=25))
+    deliver(postmortem_db, config)
+    assert len(hook.received) == 2
+
+
+def test_stdout_and_jsonl_sinks(postmortem_db, tmp_path):
+    config = config_for("", stdout=True, jsonl_path=str(tmp_path / "alerts.jsonl"))
+    evaluate(postmortem_db, config, datetime(2026, 11, 27, 2))
+    out = io.StringIO()
+    report = deliver(postmortem_db, config, out=out)
+    assert len(report.delivered) == 2
+    assert out.getvalue().startswith("Release 4.12: ROLL BACK TO CLOUD")
+    line = json.loads((tmp_path / "alerts.jsonl").read_text())
+    assert line["verdict"] == "rollback_to_cloud" and line["failing_segments"]
