@@ -5,6 +5,7 @@ Exit codes (every command):
   1  `gate` only: partial_rollback or rollback_to_cloud
   2  usage or input error, a database held by another writer, or any failure of the tool
   3  `gate` only: insufficient_data
+  130 stopped by SIGTERM/SIGINT (ingest, nightly): whole files are in, rerun to finish
 Heavy modules (Great Expectations, the gate) are imported inside the commands
 that need them, so `pipeline --help` and `pipeline gate` start fast.
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from pipeline.errors import PipelineError, UsageError
 
-EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT = 0, 1, 2, 3
+EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,6 +37,11 @@ class _Parser(argparse.ArgumentParser):
 def _db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", type=Path, default=None,
                    help="DuckDB file (default: $PIPELINE_DB, else ./telemetry.duckdb)")
+
+
+def _batch_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--validate-batch-rows", type=int, default=500_000, metavar="N",
+                   help="rows of whole files validated per Great Expectations run (memory vs speed)")
 
 
 def _config_option(p: argparse.ArgumentParser) -> None:
@@ -72,11 +78,8 @@ class _ProgressBar:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from pipeline.ingest import ingest
-
-    if args.validate_batch_rows < 1:
-        raise UsageError("--validate-batch-rows must be >= 1")
     from pipeline.db import writer_lock
+    from pipeline.ingest import ingest
 
     _config(args)  # a bad config fails before any work
     with writer_lock(_db(args), "ingest"):
@@ -266,12 +269,42 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     if not args.landing.is_dir():
         raise UsageError(f"--landing {args.landing} is not a folder")
     run, results = run_nightly(_db(args), args.landing, _config(args), as_of=_as_of(args),
-                               routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None)
+                               routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
+                               batch_rows=args.validate_batch_rows)
     if args.json:
         _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
     else:
         print(run)  # the alerts (stdout sink) above it carry the failing segments and gates
     return EXIT_OK if run.status == "ok" else EXIT_ERROR
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from pipeline.nightly import run_nightly
+    from pipeline.schedule import make_trigger, run_scheduler
+
+    if not args.landing.is_dir():
+        raise UsageError(f"--landing {args.landing} is not a folder")
+    config = _config(args)
+    trigger = make_trigger(args.cron, args.interval_seconds, args.timezone)
+
+    def job() -> None:
+        run, _ = run_nightly(_db(args), args.landing, _config(args), routing_dir=args.routing_dir, kind="scheduled",
+                             batch_rows=args.validate_batch_rows)
+        print(run, flush=True)
+
+    why = run_scheduler(_db(args), args.landing, config, trigger, args.misfire_grace_hours * 3600, job)
+    print(f"pipeline schedule: {why}")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from pipeline import db, sqlfiles
+    from pipeline.render import rows_as
+
+    with db.reading(_db(args)) as con:
+        cur = sqlfiles.run(con, "ingest/recent_runs", {"limit": args.limit})
+        print(rows_as(_format(args), [d[0] for d in cur.description], cur.fetchall()))
+    return EXIT_OK
 
 
 def cmd_admit(args: argparse.Namespace) -> int:
@@ -305,14 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Telemetry ingestion and rollback gate for on-device language models.",
                      epilog="exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 error, 3 insufficient data")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text",
+                        help="structured step logs on stderr (json for log collectors)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("ingest", help="validate and load telemetry Parquet files or folders")
     p.add_argument("paths", nargs="+", type=Path, help="Parquet files, or folders searched for *.parquet")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
-    p.add_argument("--validate-batch-rows", type=int, default=500_000, metavar="N",
-                   help="rows of whole files validated per Great Expectations run (memory vs speed)")
+    _batch_option(p)
     _config_option(p)
     p.set_defaults(func=cmd_ingest)
 
@@ -373,7 +407,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", help="end of the evaluation window (default: now)")
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
     p.add_argument("--json", action="store_true")
+    _batch_option(p)
     p.set_defaults(func=cmd_nightly)
+
+    p = sub.add_parser("schedule", help="keep running and fire the nightly job on a cron schedule (APScheduler)")
+    p.add_argument("--landing", type=Path, required=True, help="folder where telemetry Parquet lands")
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--cron", default="0 2 * * *", help="crontab expression (default: 02:00 every day)")
+    p.add_argument("--timezone", default="UTC", help="timezone of --cron (default UTC: no DST surprises)")
+    p.add_argument("--interval-seconds", type=float, help="fire every N seconds instead of --cron")
+    p.add_argument("--misfire-grace-hours", type=float, default=24.0,
+                   help="a run missed by less than this still runs, once (default 24)")
+    p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
+    _batch_option(p)
+    p.set_defaults(func=cmd_schedule)
+
+    p = sub.add_parser("runs", help="recent job runs and their outcome")
+    _db_option(p)
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+    p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("admit", help="before launch: score a candidate task for the edge and predict its budgets")
     p.add_argument("task", type=Path, help="candidate task YAML (examples in gates/candidates/)")
@@ -399,20 +453,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    if getattr(args, "validate_batch_rows", 1) < 1:
+        parser.error("--validate-batch-rows must be >= 1")
+    from pipeline import logs
+
+    logs.setup(args.log_format)
+    from pipeline import stopping
+
+    if args.command in ("ingest", "nightly", "aggregate"):
+        stopping.install()  # SIGTERM/SIGINT: finish the file in hand, then stop
     try:
         return func(args)
+    except stopping.Interrupted:
+        print(f"pipeline {args.command}: stopped by a signal after the last whole file; run it again to finish",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     except PipelineError as exc:
         print(f"pipeline {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"pipeline {args.command}: interrupted", file=sys.stderr)
-        return 130
+        print(f"pipeline {args.command}: interrupted; the transaction in flight was rolled back", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # the one boundary: a crash must never look like exit 1 (rollback)
         if args.debug or os.environ.get("PIPELINE_DEBUG"):
             traceback.print_exc()
         print(f"pipeline {args.command}: internal error: {type(exc).__name__}: {exc} "
               "(rerun with --debug for the traceback)", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        if "pipeline.ingest" in sys.modules:  # stop the Great Expectations worker, if one was started
+            sys.modules["pipeline.ingest"].shutdown_validation_pool()
 
 
 def run() -> None:

@@ -133,33 +133,40 @@ _held: set[Path] = set()  # locks this process holds: nested steps of one run sh
 
 
 @contextmanager
-def writer_lock(path: Path, command: str) -> Iterator[None]:
-    """Hold `<db>.lock` for a whole writing run; DatabaseBusy names the holder."""
-    key = path.resolve()
-    if key in _held:
-        yield
-        return
-    lock_path = Path(f"{path}.lock")
+def holder_lock(lock_path: Path, command: str, busy: str) -> Iterator[None]:
+    """An flock on `lock_path` whose text names its holder; DatabaseBusy(busy + holder) when taken."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise DatabaseBusy(f"database {path} is held by another writer ({_describe_holder(lock_path)}); "
-                               "try again when it finishes") from None
+            raise DatabaseBusy(f"{busy} ({_describe_holder(lock_path)}); try again when it finishes") from None
         os.ftruncate(fd, 0)
         holder = {"pid": os.getpid(), "command": command, "started_at": utcnow().isoformat(timespec="seconds")}
         os.write(fd, json.dumps(holder).encode())
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def writer_lock(path: Path, command: str) -> Iterator[None]:
+    """Hold `<db>.lock` for a whole writing run; nested steps of the run share it."""
+    key = path.resolve()
+    if key in _held:
+        yield
+        return
+    with holder_lock(Path(f"{path}.lock"), command, f"database {path} is held by another writer"):
         _held.add(key)
         try:
             yield
         finally:
             _held.discard(key)
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
 
 
 def _describe_holder(lock_path: Path) -> str:

@@ -16,6 +16,7 @@ the outcome does not depend on the order files arrive in.
 from __future__ import annotations
 
 import hashlib
+import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -29,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline import db, sqlfiles
+from pipeline import db, sqlfiles, stopping
 from pipeline.errors import UsageError
 from pipeline.rule_results import Validation, ValidatorError
 from pipeline.schema import Column, Schema, load_schema
@@ -207,6 +208,7 @@ _pool: ProcessPoolExecutor | None = None
 
 def _worker_start() -> None:
     global _worker_validator
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle (stopping.py)
     from pipeline.validate import Validator  # only the worker process pays for Great Expectations
 
     _worker_validator = Validator(load_schema())
@@ -229,6 +231,13 @@ def validation_pool() -> ProcessPoolExecutor:
         _pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_worker_start)
         _pool.submit(int)  # start it now: loading GX takes seconds
     return _pool
+
+
+def shutdown_validation_pool() -> None:
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(wait=True, cancel_futures=True)
+        _pool = None
 
 
 class Ingestor:
@@ -269,6 +278,7 @@ class Ingestor:
         pending: list[_Pending] = []
         rejected: list[_StoreJob] = []
         for i, path in enumerate(files):
+            stopping.check()
             if progress:
                 progress(i, len(files), path)
             outcome = self._prepare(i, path, known)
@@ -326,6 +336,7 @@ class Ingestor:
             return
         with db.writing(self.db_path) as con:
             for job in sorted(jobs, key=lambda j: j.index):
+                stopping.check()  # between files: each one is wholly in or out
                 self._store(con, job)
                 self._results[job.index] = job.result
 

@@ -11,14 +11,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline import db, sqlfiles
+from pipeline import db, logs, sqlfiles, stopping
 from pipeline.aggregate import refresh, use_settings
 from pipeline.alerts import deliver
 from pipeline.config import Config
 from pipeline.errors import TransientError
 from pipeline.gate import GateResult, evaluate_gate
 from pipeline.history import record_evaluation
-from pipeline.ingest import ingest
+from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
+from pipeline.stopping import Interrupted
 
 
 @dataclass
@@ -46,11 +47,12 @@ class RunResult:
 
 def _step(run: RunResult, name: str, started: float, text: str, **counts: Any) -> None:
     run.steps[name] = {"seconds": round(time.perf_counter() - started, 3), **counts, "text": text}
+    logs.event("nightly", **{"step": name, "run": run.run_id, **counts, "seconds": run.steps[name]["seconds"]})
 
 
 def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | None = None,
-                routing_dir: Path | None = None, kind: str = "nightly",
-                alert_out: TextIO | None = None) -> tuple[RunResult, list[GateResult]]:
+                routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
+                batch_rows: int = DEFAULT_BATCH_ROWS) -> tuple[RunResult, list[GateResult]]:
     now = db.utcnow()
     as_of = as_of or now
     results: list[GateResult] = []
@@ -59,16 +61,18 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": now}).fetchone()[0])
         try:
             t = time.perf_counter()
-            ingested = ingest(db_path, [landing], now=now)
+            ingested = ingest(db_path, [landing], now=now, batch_rows=batch_rows)
             d = ingested.to_dict()
             _step(run, "ingest", t, f"{d['loaded_files']} files loaded, {len(d['rejected_files'])} rejected, "
                   f"{len(d['skipped_files'])} already in; {d['accepted']} rows accepted, {d['quarantined']} "
                   f"quarantined, {d['duplicates']} duplicates", **{k: v for k, v in d.items() if k != "per_file"})
             for rejected in d["rejected_files"]:
                 run.steps["ingest"]["text"] += f"\n             rejected {rejected['path']}: {rejected['reason']}"
+            stopping.check()  # a stop asked for during a step takes effect before the next one
             t = time.perf_counter()
             rolled = refresh(db_path, config, now=now)
             _step(run, "aggregate", t, str(rolled), **rolled.to_dict())
+            stopping.check()
             t = time.perf_counter()
             window = {"window_start": as_of - timedelta(days=config.window_days), "window_end": as_of}
             with db.reading(db_path) as con:
@@ -90,12 +94,13 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 raise TransientError(f"{len(delivery.pending)} alerts could not be delivered; "
                                      "they stay in the outbox for the next run")
             run.status = "ok"
-        except KeyboardInterrupt:
-            run.status, run.error = "interrupted", "stopped by a signal"
+        except (Interrupted, KeyboardInterrupt) as exc:
+            run.status, run.error = "interrupted", str(exc) or "stopped by a second signal"
             raise
         except Exception as exc:
             run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
+            logs.event("nightly", step="end", run=run.run_id, status=run.status, error=run.error or "")
             summary = {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in run.steps.items()}
             with db.writing(db_path) as con:
                 sqlfiles.run(con, "ingest/finish_run", {

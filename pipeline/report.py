@@ -1,0 +1,532 @@
+"""`pipeline report`: one self-contained HTML page per release, for the person deciding a rollback.
+
+The gate's table says what; the page shows why. Everything a decision rests on comes from the
+GateResult the gate computed (verdict, the segment x gate table with measured values, thresholds,
+intervals and baselines, the window, the rows per segment, the memory p95s); the pictures of
+distributions and daily rates come from small SQL files in sql/report/ over the same window:
+
+    latency       edge vs cloud p50/p95/p99 of total_ms per task and network bucket (events_enriched)
+    temperature   a deterministic sample of edge rows: temperature rise against total_ms
+    daily_rates   adoption and fallback rate by day, edge vs cloud (rollup_daily)
+    quarantined   rows of the release that ingestion quarantined
+
+Charts are Vega-Lite specs built with Altair and drawn in the browser as SVG by vega-embed. The
+Vega, Vega-Lite and vega-embed JavaScript is inlined from vl-convert-python's bundle, so the file
+opens offline: no script, style or font is fetched from anywhere.
+
+Altair and vl-convert are imported here only, inside the functions that need them, so `pipeline
+gate` and `pipeline --help` never load them.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from collections.abc import Iterable
+from datetime import date, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline import sqlfiles
+from pipeline.config import Config
+from pipeline.gate import GATE_ORDER, GateCheck, GateResult, Segment
+
+TEMPERATURE_POINTS = 3000  # edge rows drawn in the temperature scatter
+OVER_10S_MS = 10_000  # the contract's over_10s line (sql/ddl/derived.sql)
+TIER_ORDER = ["low", "mid", "high", "flagship"]
+BUCKET_ORDER = ["normal", "weak", "offline"]
+CHARTS = ("latency", "memory", "temperature", "daily", "rows")  # each drawn into <div id="chart-NAME">
+VERDICT_COLOURS = {"keep_edge": "#1a7f37", "partial_rollback": "#b35900", "rollback_to_cloud": "#c62828",
+                   "insufficient_data": "#57606a"}
+VERDICT_TEXT = {"keep_edge": "keep the edge route everywhere",
+                "partial_rollback": "roll some segments back to the cloud",
+                "rollback_to_cloud": "roll the whole release back to the cloud",
+                "insufficient_data": "not enough data to decide"}
+SHORT = {"peak_memory": "peak mem", "resident_memory": "resident mem", "inference_duration": "p95 ms",
+         "cold_start": "cold start ms", "quality_loss": "quality loss", "failure_detectability": "detected",
+         "fallback_rate": "fallback", "weak_network_latency": "weak-net ms", "thermal": "rise °C",
+         "daily_edge_seconds": "day cap"}
+SIDE_COLOURS = {"domain": ["edge", "cloud"], "range": ["#d1495b", "#2e86ab"]}
+STATUS_COLOURS = {"domain": ["pass", "fail", "insufficient_data"], "range": ["#2e7d32", "#c62828", "#9e9e9e"]}
+DECISION_COLOURS = {"domain": ["keep_edge", "rollback_to_cloud", "insufficient_data"],
+                    "range": ["#2e7d32", "#c62828", "#9e9e9e"]}
+
+
+def report_filename(release: str) -> str:
+    """report-<release>.html, with anything but letters, digits, '.', '_' and '-' replaced."""
+    return f"report-{re.sub(r'[^A-Za-z0-9._-]', '_', release)}.html"
+
+
+def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, out: Path,
+                 as_of: datetime | None = None, result: GateResult | None = None) -> Path:
+    """Write the report of `release` to `out` (an .html file) and return its path.
+
+    `result` is the gate's evaluation to show; without it the gate is evaluated here (as of `as_of`).
+    The connection's derived fields follow `config` (as the gate's do)."""
+    from pipeline.aggregate import use_settings
+    from pipeline.gate import evaluate_gate
+
+    use_settings(con, config)
+    if result is None:
+        result = evaluate_gate(con, release, config, as_of=as_of)
+    elif result.release != release:
+        raise ValueError(f"result is for release {result.release!r}, not {release!r}")
+    data = _chart_data(con, result)
+    page = _page(result, config, data)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def write_reports(con: duckdb.DuckDBPyConnection, results: list[GateResult], config: Config,
+                  folder: Path) -> Path:
+    """The nightly hook: report-<release>.html for every result, then index.html; returns the index."""
+    for r in results:
+        write_report(con, r.release, config, Path(folder) / report_filename(r.release), result=r)
+    return write_index(Path(folder), results)
+
+
+def write_index(folder: Path, results: list[GateResult]) -> Path:
+    """index.html in `folder`: one row per release with its verdict, linking report-<release>.html."""
+    rows = []
+    for r in sorted(results, key=lambda r: r.release):
+        judged = [s for s in r.segments if s.decision != "insufficient_data"]
+        rolled = sum(s.decision == "rollback_to_cloud" for s in judged)
+        name = report_filename(r.release)
+        rows.append(
+            f"<tr><td><a href=\"{_e(name)}\">{_e(r.release)}</a></td>"
+            f"<td><span class=\"badge\" style=\"background:{VERDICT_COLOURS.get(r.verdict, '#57606a')}\">"
+            f"{_e(r.verdict)}</span></td><td>{rolled} of {len(judged)}</td>"
+            f"<td>{r.window_start:%Y-%m-%d %H:%M} .. {r.as_of:%Y-%m-%d %H:%M} UTC</td><td>{_e(r.note)}</td></tr>")
+    body = ("<h1>Release reports</h1>"
+            f"<p>{len(results)} release{'s' if len(results) != 1 else ''} evaluated.</p>"
+            "<table class=\"index\"><thead><tr><th>release</th><th>verdict</th><th>segments rolled back</th>"
+            "<th>window</th><th>why</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / "index.html"
+    out.write_text(_document("Release reports", body, script=""), encoding="utf-8")
+    return out
+
+
+# ------------------------------------------------------------------ data
+
+
+def _rows(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _chart_data(con: duckdb.DuckDBPyConnection, result: GateResult) -> dict[str, Any]:
+    window = {"release": result.release, "window_start": result.window_start, "window_end": result.as_of}
+    return {
+        "latency": _rows(sqlfiles.run(con, "report/latency", window)),
+        "temperature": _rows(sqlfiles.run(con, "report/temperature", {**window, "points": TEMPERATURE_POINTS})),
+        "daily": _rows(sqlfiles.run(con, "report/daily_rates", window)),
+        "quarantined": sqlfiles.run(con, "report/quarantined", {"release": result.release}).fetchone()[0],
+    }
+
+
+def _clean(v: Any) -> Any:
+    """JSON-safe: NaN/inf to null, dates to ISO text."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, datetime | date):
+        return v.isoformat()
+    return v
+
+
+def _values(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: _clean(v) for k, v in r.items()} for r in rows]
+
+
+def _order(values: Iterable[str], known: list[str]) -> list[str]:
+    present = set(values)
+    return [v for v in known if v in present] + sorted(present - set(known))
+
+
+# ------------------------------------------------------------------ charts
+
+
+def _specs(result: GateResult, config: Config, data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One Vega-Lite spec per chart. The rows go in as named datasets after Altair has validated the
+    spec, so validation does not walk thousands of data points."""
+    import altair as alt
+
+    builders = {
+        "latency": lambda ds: _latency_chart(alt, ds, config, data["latency"]),
+        "memory": lambda ds: _memory_chart(alt, ds, result),
+        "temperature": lambda ds: _temperature_chart(alt, ds, config, data["temperature"]),
+        "daily": lambda ds: _daily_chart(alt, ds, data["daily"]),
+        "rows": lambda ds: _rows_chart(alt, ds, result, config),
+    }
+    specs = {}
+    for name, build in builders.items():
+        datasets: dict[str, list[dict[str, Any]]] = {}
+        spec = build(datasets).to_dict()
+        spec.setdefault("datasets", {}).update(datasets)
+        specs[name] = spec
+    return specs
+
+
+def _named(alt: Any, datasets: dict[str, list[dict[str, Any]]], name: str, values: list[dict[str, Any]]) -> Any:
+    datasets[name] = values
+    return alt.Data(name=name)
+
+
+def _latency_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]]) -> Any:
+    values = []
+    for r in rows:
+        q = r["total_ms_q"] or [None, None, None]
+        budget = config.gates_for(r["task"]).inference_duration.max_p95_ms
+        for label, v in zip(("p50", "p95", "p99"), q, strict=True):
+            values.append({"task": r["task"], "network_bucket": r["network_bucket"], "side": r["side"],
+                           "rows": r["total_n"], "percentile": label, "ms": _clean(v), "budget_ms": budget})
+    buckets = _order((v["network_bucket"] for v in values), BUCKET_ORDER)
+    base = alt.Chart(alt.Data(values=values))
+    bars = base.mark_bar().encode(
+        x=alt.X("percentile:N", title=None, sort=["p50", "p95", "p99"], axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("side:N", sort=["edge", "cloud"]),
+        y=alt.Y("ms:Q", title="total_ms"),
+        color=alt.Color("side:N", scale=alt.Scale(**SIDE_COLOURS), title="route"),
+        tooltip=["task:N", "network_bucket:N", "side:N", "percentile:N", alt.Tooltip("ms:Q", format=",.0f"),
+                 alt.Tooltip("rows:Q", format=",")])
+    budget = base.mark_rule(color="#333", strokeDash=[4, 3]).encode(
+        y="mean(budget_ms):Q", tooltip=[alt.Tooltip("mean(budget_ms):Q", title="p95 budget (ms)", format=",.0f")])
+    return (alt.layer(bars, budget).properties(width=150, height=160)
+            .facet(row=alt.Row("task:N", title="task"),
+                   column=alt.Column("network_bucket:N", title="network bucket", sort=buckets))
+            .resolve_scale(y="independent")
+            .properties(title="total_ms by network bucket: edge vs cloud (dashed: the task's p95 budget)"))
+
+
+def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
+    values = []
+    for s in result.segments:
+        for gate, label in (("peak_memory", "peak"), ("resident_memory", "resident")):
+            c = s.checks.get(gate)
+            if c is None or c.measured is None:
+                continue
+            lo, hi = c.interval if c.interval else (c.measured, c.measured)
+            values.append({"device_tier": s.device_tier, "segment": s.key, "where": f"{s.task}/{s.network_bucket}",
+                           "memory": label, "p95_ratio": _clean(c.measured), "lo": _clean(lo), "hi": _clean(hi),
+                           "threshold": c.threshold, "status": c.status, "rows": c.rows})
+    tiers = _order((v["device_tier"] for v in values), TIER_ORDER)
+    base = alt.Chart(alt.Data(values=values))
+    x = alt.X("device_tier:N", sort=tiers, title="device tier", axis=alt.Axis(labelAngle=0))
+    offset = alt.XOffset("where:N")
+    errors = base.mark_rule(opacity=0.6).encode(x=x, xOffset=offset, y="lo:Q", y2="hi:Q",
+                                               color=alt.Color("status:N", scale=alt.Scale(**STATUS_COLOURS)))
+    points = base.mark_point(filled=True, size=45).encode(
+        x=x, xOffset=offset, y=alt.Y("p95_ratio:Q", title="p95 of memory / device RAM", axis=alt.Axis(format="%")),
+        color=alt.Color("status:N", scale=alt.Scale(**STATUS_COLOURS), title="gate"),
+        tooltip=["segment:N", "memory:N", alt.Tooltip("p95_ratio:Q", format=".1%"), alt.Tooltip("lo:Q", format=".1%"),
+                 alt.Tooltip("hi:Q", format=".1%"), alt.Tooltip("threshold:Q", format=".0%"), "status:N", "rows:Q"])
+    line = base.mark_rule(color="#c62828", strokeDash=[6, 3], size=2).encode(y="mean(threshold):Q")
+    label = base.mark_text(align="left", dx=4, dy=-6, color="#c62828").encode(
+        x=alt.value(0), y="mean(threshold):Q", text=alt.Text("mean(threshold):Q", format=".0%"))
+    return (alt.layer(errors, points, line, label).properties(width=360, height=240)
+            .facet(column=alt.Column("memory:N", title=None, sort=["peak", "resident"]))
+            .resolve_scale(y="independent")
+            .properties(title="memory p95 per segment, by tier, with the 95 % interval (dashed: the gate's limit)"))
+
+
+def _temperature_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]]) -> Any:
+    values = _values(rows)
+    tiers = _order((v["device_tier"] for v in values), TIER_ORDER)
+    rise_budget = config.gates.thermal.max_p95_rise_c
+    points = alt.Chart(alt.Data(values=values)).mark_circle(size=14, opacity=0.45).encode(
+        x=alt.X("total_ms:Q", title="total_ms"), y=alt.Y("temp_rise_c:Q", title="temperature rise (°C)"),
+        color=alt.Color("device_tier:N", title="tier", scale=_tier_colours(alt, tiers)),
+        tooltip=["task:N", "device_tier:N", "network_bucket:N", alt.Tooltip("total_ms:Q", format=",.0f"),
+                 alt.Tooltip("temp_rise_c:Q", format=".2f"), "throttled:N"])
+    marks = alt.Data(values=[{"ms": OVER_10S_MS, "label": "10 s"}])
+    ten = alt.Chart(marks).mark_rule(color="#333", strokeDash=[6, 3], size=2).encode(x="ms:Q")
+    ten_label = alt.Chart(marks).mark_text(align="left", dx=4, y=8, color="#333").encode(x="ms:Q", text="label:N")
+    budget = alt.Data(values=[{"rise": rise_budget, "label": f"p95 rise budget {rise_budget:g} °C"}])
+    rise = alt.Chart(budget).mark_rule(color="#c62828", strokeDash=[2, 2]).encode(y="rise:Q")
+    rise_label = alt.Chart(budget).mark_text(align="right", x="width", dy=-6, color="#c62828").encode(
+        y="rise:Q", text="label:N")
+    return (alt.layer(points, ten, ten_label, rise, rise_label).properties(width=760, height=320)
+            .properties(title=f"edge rows: temperature rise against total_ms ({len(values):,} rows sampled)"))
+
+
+def _tier_colours(alt: Any, tiers: list[str]) -> Any:
+    known = {"low": "#d62728", "mid": "#ff7f0e", "high": "#2ca02c", "flagship": "#1f77b4"}
+    spare = iter(["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"] * 10)
+    return alt.Scale(domain=tiers, range=[known.get(t) or next(spare) for t in tiers])
+
+
+def _daily_chart(alt: Any, ds: dict, rows: list[dict[str, Any]]) -> Any:
+    values = []
+    for r in _values(rows):
+        for metric in ("adoption_rate", "fallback_rate"):
+            values.append({"day": r["day"], "side": r["side"], "rows": r["rows"], "metric": metric,
+                           "rate": r[metric]})
+    lines = alt.Chart(alt.Data(values=values)).mark_line(point=True).encode(
+        x=alt.X("day:T", title="day (UTC)", timeUnit="utcyearmonthdate", axis=alt.Axis(format="%b %d")),
+        y=alt.Y("rate:Q", title=None, axis=alt.Axis(format="%"), scale=alt.Scale(zero=False)),
+        color=alt.Color("side:N", scale=alt.Scale(**SIDE_COLOURS), title="route"),
+        tooltip=[alt.Tooltip("day:T", timeUnit="utcyearmonthdate"), "side:N", "metric:N",
+                 alt.Tooltip("rate:Q", format=".2%"), alt.Tooltip("rows:Q", format=",")])
+    return (lines.properties(width=360, height=200)
+            .facet(column=alt.Column("metric:N", title=None, sort=["adoption_rate", "fallback_rate"]))
+            .resolve_scale(y="independent")
+            .properties(title="adoption and fallback rate by day, edge vs cloud (daily rollup)"))
+
+
+def _rows_chart(alt: Any, ds: dict, result: GateResult, config: Config) -> Any:
+    values = [{"segment": s.key, "rows": s.rows, "decision": s.decision} for s in result.segments]
+    minimum = config.min_rows_per_segment
+    bars = alt.Chart(alt.Data(values=values)).mark_bar().encode(
+        y=alt.Y("segment:N", sort=None, title=None), x=alt.X("rows:Q", title="edge rows in the window (square-root scale)", scale=alt.Scale(type="sqrt")),
+        color=alt.Color("decision:N", scale=alt.Scale(**DECISION_COLOURS), title="decision"),
+        tooltip=["segment:N", alt.Tooltip("rows:Q", format=","), "decision:N"])
+    marks = alt.Data(values=[{"rows": minimum, "label": f"minimum {minimum}"}])
+    line = alt.Chart(marks).mark_rule(color="#333", strokeDash=[6, 3], size=2).encode(x="rows:Q")
+    label = alt.Chart(marks).mark_text(align="left", dx=4, y=-6, color="#333").encode(x="rows:Q", text="label:N")
+    return (alt.layer(bars, line, label).properties(width=620, height=alt.Step(14))
+            .properties(title=f"edge rows per segment (dashed: min_rows_per_segment = {minimum})"))
+
+
+# ------------------------------------------------------------------ HTML
+
+
+def _e(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _num(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "–"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _threshold_text(c: GateCheck) -> str:
+    if c.gate == "weak_network_latency":
+        return f"cloud {_num(c.threshold)}" if c.threshold is not None else "< cloud"
+    if c.threshold is None:
+        return ""
+    return ("≥ " if c.gate == "failure_detectability" else "≤ ") + _num(c.threshold)
+
+
+def _cell(c: GateCheck | None) -> str:
+    if c is None:
+        return "<td></td>"
+    classes = [c.status] + (["borderline"] if c.borderline else []) + (["observe"] if c.mode == "observe" else [])
+    detail = [f"{c.gate} ({c.mode}): {c.status}"]
+    if c.measured is not None:
+        detail.append(f"measured {c.measured:.4g}" + (f" [{c.interval[0]:.4g}, {c.interval[1]:.4g}]"
+                                                      if c.interval else ""))
+    if c.threshold is not None:
+        detail.append(f"threshold {c.threshold:.4g}")
+    if c.baseline is not None:
+        detail.append(f"cloud baseline {c.baseline:.4g} ({c.baseline_level})")
+    if c.p_value is not None:
+        detail.append(f"p={c.p_value:.3g}")
+    if c.note:
+        detail.append(c.note)
+    if c.status == "not_applicable":
+        text = "–"
+    elif c.measured is None:
+        text = "?" if c.status == "insufficient_data" else ""
+    else:
+        mark = {"fail": " ✗", "insufficient_data": " ?"}.get(c.status, "") + ("~" if c.borderline else "")
+        text = f"<b>{_e(_num(c.measured))}{mark}</b><small>{_e(_threshold_text(c))}</small>"
+    return f"<td class=\"{' '.join(classes)}\" title=\"{_e('; '.join(detail))}\">{text}</td>"
+
+
+def _gate_table(result: GateResult) -> str:
+    gates = [g for g in GATE_ORDER if any(g in s.checks for s in result.segments)]
+    head = "".join(f"<th title=\"{_e(g)}\">{_e(SHORT.get(g, g))}</th>" for g in gates)
+    body = []
+    for s in result.segments:
+        decision = s.decision + (f" (needs {s.needs_rows} more rows)" if s.needs_rows else "")
+        fb = s.checks.get("fallback_rate")
+        baseline = fb.baseline_level if fb and fb.baseline_level else "–"
+        body.append(f"<tr><th scope=\"row\">{_e(s.key)}</th><td class=\"num\">{s.rows:,}</td>"
+                    + "".join(_cell(s.checks.get(g)) for g in gates)
+                    + f"<td class=\"baseline\">{_e(baseline)}</td>"
+                    + f"<td class=\"decision {_e(s.decision)}\">{_e(decision)}</td></tr>")
+    return ("<table class=\"gates\"><thead><tr><th>segment</th><th>rows</th>" + head
+            + "<th>cloud baseline</th><th>decision</th></tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+
+
+def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
+    segments = result.segments
+    judged = [s for s in segments if s.decision != "insufficient_data"]
+    rolled = [s for s in judged if s.decision == "rollback_to_cloud"]
+    edge_rows = sum(s.rows for s in segments)
+    cloud_rows = sum(r["rows"] for r in data["latency"] if r["side"] == "cloud")
+    levels: dict[str, int] = {}
+    for s in segments:
+        fb = s.checks.get("fallback_rate")
+        level = fb.baseline_level if fb and fb.baseline_level else "none (too few cloud rows)"
+        levels[level] = levels.get(level, 0) + 1
+    baseline = "; ".join(f"{lvl}: {n} segment{'s' if n != 1 else ''}" for lvl, n in levels.items()) or "–"
+    q = result.release_wide.get("quality_loss")
+    quality = "–"
+    if q is not None:
+        quality = f"{q.status}"
+        if q.measured is not None:
+            quality = (f"{q.measured:.2%} relative adoption loss (threshold {q.threshold:.0%}"
+                       + (f", p={q.p_value:.3g}" if q.p_value is not None else "") + f"): {q.status}")
+        if q.baseline is not None:
+            quality += f"; cloud adoption {q.baseline:.2%} over {q.extra.get('cloud_rows', 0):,} cloud rows"
+    facts = [
+        ("window", f"{result.window_start:%Y-%m-%d %H:%M} .. {result.as_of:%Y-%m-%d %H:%M} UTC "
+                   f"({config.window_days} days up to as-of)"),
+        ("segments", f"{len(segments)} (task x tier x network bucket): {len(judged)} judged, {len(rolled)} roll "
+                     f"back, {len(segments) - len(judged)} lack data"),
+        ("rows counted", f"{edge_rows:,} edge rows judged by the gate; {cloud_rows:,} cloud rows in the window"),
+        ("rows quarantined", f"{data['quarantined']:,} rows of release {result.release} failed the data contract "
+                             "at ingestion (not counted above)"),
+        ("cloud baseline", f"the cloud rows of the same release; fallback-rate baseline by level: {baseline}"),
+        ("release-wide quality", quality),
+        ("evaluated", f"{result.evaluated_at:%Y-%m-%d %H:%M} UTC with {result.config_source} "
+                      f"(digest {result.config_digest})"),
+    ]
+    return "<dl class=\"facts\">" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts) + "</dl>"
+
+
+def _failing_summary(segments: list[Segment]) -> str:
+    failed: dict[str, int] = {}
+    for s in segments:
+        if s.decision == "insufficient_data":
+            continue
+        for g in s.failed_gates:
+            failed[g] = failed.get(g, 0) + 1
+    if not failed:
+        return ""
+    parts = ", ".join(f"{g} ({n})" for g, n in sorted(failed.items(), key=lambda kv: -kv[1]))
+    return f"<p class=\"failing\">Failing enforced gates (judged segments): {_e(parts)}</p>"
+
+
+CAPTIONS = {
+    "latency": "Bars: p50, p95 and p99 of total_ms over the window, edge beside cloud, per task and network "
+               "bucket. The gate judges the edge p95 per segment (inference_duration) and, in weak networks, "
+               "against the cloud's p95 (weak_network_latency).",
+    "memory": "Each point is one segment's p95 of peak or resident memory as a share of the device's RAM, as "
+              "the gate measured it, with its 95 % interval; red points fail the gate.",
+    "temperature": f"A deterministic sample of up to {TEMPERATURE_POINTS:,} edge rows in the window (smallest "
+                   "hash of event_id). Right of the 10 s line the user waited more than 10 seconds.",
+    "daily": "Daily shares of requests whose answer was adopted, and of requests that fell back (user edit, "
+             "regenerate, undo, or automatic fallback), from the daily rollup; first and last day may be partial.",
+    "rows": "Edge rows each segment has in the window; a segment below the minimum is insufficient_data.",
+}
+TITLES = {"latency": "Latency: edge vs cloud", "memory": "Memory per tier", "temperature": "Heat against duration",
+          "daily": "Adoption and fallback by day", "rows": "Rows per segment"}
+
+
+def _page(result: GateResult, config: Config, data: dict[str, Any]) -> str:
+    specs = _specs(result, config, data)
+    colour = VERDICT_COLOURS.get(result.verdict, "#57606a")
+    charts = "".join(
+        f"<section class=\"chart\"><h2>{_e(TITLES[n])}</h2><p class=\"caption\">{_e(CAPTIONS[n])}</p>"
+        f"<div id=\"chart-{n}\" class=\"vis\"></div></section>" for n in CHARTS)
+    body = (
+        f"<header><h1>Release {_e(result.release)}: rollback report</h1>"
+        f"<div id=\"verdict\" class=\"verdict\" style=\"background:{colour}\">"
+        f"<span class=\"label\">verdict</span> <strong id=\"verdict-text\">{_e(result.verdict)}</strong>"
+        f"<span class=\"what\">{_e(VERDICT_TEXT.get(result.verdict, ''))}: {_e(result.note)}</span></div>"
+        f"</header>{_failing_summary(result.segments)}{_facts(result, config, data)}"
+        "<h2>Gate table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
+        "<span class=\"key fail\">✗ failed</span> <span class=\"key insufficient_data\">? insufficient data</span> "
+        "<span class=\"key not_applicable\">– not applicable</span> <span class=\"key borderline\">~ borderline "
+        "(the 95 % interval straddles the threshold)</span> <span class=\"key observe\">observe-only gate "
+        "(never blocks)</span>. Hover a cell for the interval, baseline and p-value.</p>"
+        f"{_gate_table(result)}{charts}"
+        "<footer><p id=\"report-status\" data-charts=\"" + str(len(CHARTS)) + "\">charts: drawing…</p>"
+        "<p>Written by <code>pipeline report</code> from the gate's own evaluation; chart data from sql/report/. "
+        "Works offline: every script and style is in this file.</p></footer>")
+    return _document(f"Release {result.release}: {result.verdict}", body, script=_script(specs))
+
+
+def _json_for_script(obj: Any) -> str:
+    """JSON that cannot end its <script> early: every '<' becomes \\u003c (only strings hold one)."""
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+
+
+@cache
+def _vega_bundle() -> str:
+    import vl_convert
+
+    bundle = vl_convert.javascript_bundle()
+    if re.search(r"</script", bundle, re.IGNORECASE):  # would end the inline <script> early
+        bundle = re.sub(r"</(script)", r"<\\/\1", bundle, flags=re.IGNORECASE)
+    return bundle
+
+
+def _script(specs: dict[str, dict[str, Any]]) -> str:
+    runner = """
+(function () {
+  var specs = %s;
+  var status = document.getElementById("report-status");
+  var errors = [];
+  window.addEventListener("error", function (e) { errors.push(String(e.message)); });
+  var jobs = Object.keys(specs).map(function (name) {
+    var el = document.getElementById("chart-" + name);
+    return vegaEmbed(el, specs[name], {renderer: "svg", actions: false, logLevel: 1})
+      .then(function () { el.dataset.drawn = "true"; return true; })
+      .catch(function (err) {
+        errors.push(name + ": " + err);
+        el.dataset.drawn = "false";
+        el.textContent = "This chart could not be drawn: " + err;
+        console.error("chart " + name + " failed: " + err);
+        return false;
+      });
+  });
+  Promise.all(jobs).then(function (ok) {
+    var drawn = ok.filter(Boolean).length;
+    status.dataset.drawn = String(drawn);
+    status.dataset.errors = String(errors.length);
+    status.textContent = "charts: " + drawn + " of " + ok.length + " drawn" +
+      (errors.length ? "; errors: " + errors.join(" | ") : "");
+  });
+})();
+""" % _json_for_script(specs)
+    return f"<script>{_vega_bundle()}</script>\n<script>{runner}</script>"
+
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;margin:24px auto;
+max-width:1320px;padding:0 16px}
+h1{font-size:22px;margin:0 0 12px}h2{font-size:17px;margin:28px 0 4px}
+.verdict{color:#fff;padding:14px 18px;border-radius:8px;display:flex;gap:14px;align-items:baseline;flex-wrap:wrap}
+.verdict .label{text-transform:uppercase;font-size:12px;letter-spacing:.08em;opacity:.85}
+.verdict strong{font-size:28px;letter-spacing:.02em}.verdict .what{font-size:15px}
+.failing{font-weight:600;color:#c62828;margin:10px 0 0}
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 16px;margin:14px 0}
+dl.facts dt{font-weight:600;color:#57606a}dl.facts dd{margin:0}
+.caption{color:#57606a;margin:2px 0 8px;max-width:1000px}
+table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:right}
+thead th{background:#f6f8fa;position:sticky;top:0}thead th:first-child,thead th:nth-last-child(-n+2){text-align:left}tbody th{text-align:left;font-weight:500;white-space:nowrap}
+td{white-space:nowrap}td b{display:block;font-weight:600}td small{display:block;color:#57606a;font-size:10px}
+td.fail{background:#ffd7d5;color:#82071e}td.fail small{color:#82071e}
+td.insufficient_data{background:#eaeef2;color:#57606a}td.not_applicable{color:#8c959f;text-align:center}
+td.borderline{outline:2px dotted #9a6700;outline-offset:-3px}td.observe{font-style:italic}
+td.observe.fail{background:#fff1c2;color:#7d4e00}
+td.decision{text-align:left;white-space:nowrap;font-weight:600}td.decision.rollback_to_cloud{color:#c62828}
+td.decision.keep_edge{color:#1a7f37}td.decision.insufficient_data{color:#57606a}
+td.baseline{text-align:left;color:#57606a;white-space:nowrap}
+.key{padding:0 4px;border-radius:3px;white-space:nowrap}.key.fail{background:#ffd7d5}.key.insufficient_data{background:#eaeef2}
+.key.borderline{outline:2px dotted #9a6700}.key.observe{font-style:italic}
+.chart{break-inside:avoid}.vis{min-height:60px}
+.badge{color:#fff;padding:2px 8px;border-radius:4px;font-weight:600}
+table.index td,table.index th{text-align:left;font-size:14px;padding:6px 10px}
+footer{margin-top:32px;color:#57606a;font-size:12px}
+"""
+
+
+def _document(title: str, body: str, script: str) -> str:
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>{body}\n{script}\n</body></html>\n")

@@ -1,0 +1,89 @@
+"""`pipeline schedule`: the nightly job on an APScheduler cron trigger.
+
+- one instance at a time, coalesced; a run missed by less than the misfire
+  grace (default 24 h) still runs, once;
+- on start, if the last scheduled run (runs table) is older than the trigger's
+  last fire time, it runs once to catch up, not once per missed night;
+- `<db>.schedule.lock` (an flock) keeps a second scheduler off the database;
+  each run takes the writer lock only while it runs, so `pipeline gate`, `sql`
+  and `query` keep working between and during runs (see db.py);
+- SIGTERM / SIGINT: the running job stops at the next safe point (stopping.py),
+  is recorded as interrupted, and the scheduler exits 0.
+UTC is the default timezone: APScheduler 3.x has DST bugs with local zones.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from pipeline import db, logs, sqlfiles, stopping
+from pipeline.config import Config
+from pipeline.errors import UsageError
+
+
+def make_trigger(cron: str | None, interval_seconds: float | None, timezone: str) -> Any:
+    if interval_seconds:
+        return IntervalTrigger(seconds=interval_seconds, timezone=timezone)
+    try:
+        return CronTrigger.from_crontab(cron or "0 2 * * *", timezone=timezone)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"--cron {cron!r} / --timezone {timezone!r}: {exc}") from None
+
+
+def last_scheduled_start(db_path: Path) -> datetime | None:
+    if not db_path.exists():
+        return None
+    with db.writing(db_path) as con:
+        row = sqlfiles.run(con, "ingest/last_scheduled_run").fetchone()
+    return row[0].replace(tzinfo=UTC) if row and row[0] else None
+
+
+def missed_run(trigger: Any, last_start: datetime | None, now: datetime) -> bool:
+    """True when a fire time passed since the last scheduled run started."""
+    if last_start is None or isinstance(trigger, IntervalTrigger):
+        return False
+    next_after_last = trigger.get_next_fire_time(None, last_start + timedelta(seconds=1))
+    return next_after_last is not None and next_after_last <= now
+
+
+def run_scheduler(db_path: Path, landing: Path, config: Config, trigger: Any, misfire_grace_s: float,
+                  job: Callable[[], Any]) -> str:
+    """Blocks until SIGTERM/SIGINT; returns why it stopped."""
+    with db.holder_lock(Path(f"{db_path}.schedule.lock"), f"schedule --landing {landing}",
+                        f"database {db_path} already has a scheduler"):
+        stop = threading.Event()
+        stopping.reset()
+        stopping.install(stop)
+        scheduler = BackgroundScheduler(timezone=UTC)
+
+        def guarded() -> None:
+            if stopping.stop_requested():
+                return
+            try:
+                job()
+            except stopping.Interrupted:
+                pass
+            except Exception as exc:  # a failed run is recorded in runs; the scheduler goes on
+                logs.event("schedule", step="run_failed", error=f"{type(exc).__name__}: {exc}")
+
+        scheduler.add_job(guarded, trigger, id="nightly", max_instances=1, coalesce=True,
+                          misfire_grace_time=int(misfire_grace_s) or None)
+        now = datetime.now(UTC)
+        catch_up = missed_run(trigger, last_scheduled_start(db_path), now)
+        if catch_up:
+            scheduler.add_job(guarded, id="catch_up", max_instances=1, next_run_time=now)
+        scheduler.start()
+        logs.event("schedule", step="start", next_run=str(scheduler.get_job("nightly").next_run_time),
+                   catch_up=catch_up)
+        stop.wait()
+        logs.event("schedule", step="stopping")
+        scheduler.shutdown(wait=True)  # the running job stops at its next safe point
+        return "stopped by a signal"

@@ -1,0 +1,3 @@
+-- name: last_scheduled_run
+-- description: when the newest scheduled run started
+SELECT max(started_at) FROM runs WHERE kind = 'scheduled'

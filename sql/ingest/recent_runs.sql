@@ -1,0 +1,5 @@
+-- name: recent_runs
+-- description: the newest job runs with their outcome
+-- params: limit
+SELECT run_id, kind, started_at, finished_at, status, error, summary->>'$.verdicts' AS verdicts
+FROM runs ORDER BY run_id DESC LIMIT CAST($limit AS INTEGER)

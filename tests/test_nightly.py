@@ -1,0 +1,192 @@
+"""The nightly job and the scheduler, with the real APScheduler, real signals and real subprocesses."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import NOW, ROOT, counts, run_cli, valid_table, write
+from test_alerts import Receiver
+
+from pipeline import db
+from pipeline.config import load_config
+from pipeline.nightly import run_nightly
+from pipeline.simulate import write_parquet
+
+
+def runs(db_path: Path) -> list[tuple]:
+    if not db_path.exists():
+        return []
+    try:
+        con = duckdb.connect(str(db_path), read_only=True)
+    except duckdb.Error:
+        return []  # a writer holds the file just now
+    try:
+        return con.execute("SELECT run_id, kind, status, error FROM runs ORDER BY run_id").fetchall()
+    except duckdb.Error:
+        return []
+    finally:
+        con.close()
+
+
+def wait_for(condition, timeout: float = 90, every: float = 0.3):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("condition not met in time")
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def stop(proc: subprocess.Popen) -> tuple[int, str, str]:
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    write(valid_table(500, seed=1), tmp_path / "land" / "a.parquet")
+    return tmp_path / "land"
+
+
+def test_scheduler_fires_refuses_a_second_and_stops_on_sigterm(db_path, landing):
+    proc = start("schedule", "--db", str(db_path), "--landing", str(landing), "--interval-seconds", "2")
+    try:
+        wait_for(lambda: [r for r in runs(db_path) if r[2] == "ok"])
+        second = run_cli("schedule", "--db", str(db_path), "--landing", str(landing), "--interval-seconds", "2")
+        assert second.returncode == 2
+        assert f"database {db_path} already has a scheduler (pid {proc.pid}, `pipeline schedule" in second.stderr
+    finally:
+        code, out, err = stop(proc)
+    assert code == 0, err
+    assert out.strip().endswith("pipeline schedule: stopped by a signal")
+    assert all(r[1] == "scheduled" and r[2] in ("ok", "interrupted") for r in runs(db_path))
+
+
+def test_a_missed_night_is_caught_up_exactly_once(db_path, landing):
+    with db.writing(db_path) as con:  # the last scheduled run was two days ago: last night's 02:00 was missed
+        con.execute("INSERT INTO runs VALUES (nextval('run_id_seq'), 'scheduled', ?, ?, 'ok', NULL, NULL)",
+                    [db.utcnow() - timedelta(days=2), db.utcnow() - timedelta(days=2)])
+    proc = start("schedule", "--db", str(db_path), "--landing", str(landing), "--cron", "0 2 * * *")
+    try:
+        def caught_up() -> bool:
+            now = runs(db_path)
+            return len(now) == 2 and now[-1][2] != "running"
+
+        wait_for(caught_up)
+        time.sleep(3)
+        assert len(runs(db_path)) == 2
+    finally:
+        stop(proc)
+    again = start("schedule", "--db", str(db_path), "--landing", str(landing), "--cron", "0 2 * * *")
+    time.sleep(6)  # the catch-up run is newer than the last fire time: nothing to catch up
+    code, _, err = stop(again)
+    assert code == 0, err
+    assert [r[2] for r in runs(db_path)] == ["ok", "ok"]
+
+
+def test_sigterm_during_a_long_ingest_leaves_exact_counts_and_the_next_run_finishes(db_path, tmp_path):
+    land = tmp_path / "land"
+    for i in range(16):
+        write(valid_table(2000, seed=200 + i), land / f"part-{i:02d}.parquet")
+    proc = start("nightly", "--db", str(db_path), "--landing", str(land), "--validate-batch-rows", "1")
+
+    def loaded() -> int:
+        try:
+            return counts(db_path)["files_loaded"]
+        except duckdb.Error:
+            return 0
+
+    wait_for(lambda: loaded() >= 3, every=0.1)
+    code, _, err = stop(proc)
+    assert code == 130, err
+    assert "stopped by a signal after the last whole file; run it again to finish" in err
+    c = counts(db_path)
+    assert 3 <= c["files_loaded"] < 16
+    assert c["events"] == c["accepted"] == 2000 * c["files_loaded"]
+    assert runs(db_path)[-1][2] == "interrupted"
+
+    again = run_cli("nightly", "--db", str(db_path), "--landing", str(land))
+    assert again.returncode == 0, again.stderr
+    c = counts(db_path)
+    assert (c["files_loaded"], c["events"], c["distinct_ids"]) == (16, 32_000, 32_000)
+    assert [r[2] for r in runs(db_path)] == ["interrupted", "ok"]
+
+
+def test_a_run_failing_on_a_dead_webhook_is_recorded_and_its_alerts_arrive_next_run(db_path, landing):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/hook"
+    base = load_config()
+
+    def config(url: str):
+        return dataclasses.replace(base, alerts=dataclasses.replace(
+            base.alerts, stdout=False, webhook_url=url, webhook_retries=1, webhook_backoff_s=0.05))
+
+    run, _ = run_nightly(db_path, landing, config(dead), as_of=NOW)
+    assert run.status == "failed" and "could not be delivered" in run.error
+    assert runs(db_path)[-1][2:] == ("failed", run.error)
+    hook = Receiver([])
+    try:
+        run, _ = run_nightly(db_path, landing, config(hook.url), as_of=NOW)
+        assert run.status == "ok"
+        assert len(hook.received) == 1 and hook.received[0][1]["release"] == "4.12"
+    finally:
+        hook.close()
+
+
+def test_nightly_over_30_files_with_3_bad_loads_27_and_still_judges(db_path, tmp_path):
+    land = tmp_path / "land"
+    write_parquet(land, "4.12", 27 * 800, "healthy", seed=9, start=NOW - timedelta(days=6), days=6, files=27)
+    (land / "garbage.parquet").write_bytes(b"not parquet")
+    write(valid_table(10).drop_columns(["route"]), land / "no_route.parquet")
+    good = next(land.rglob("part-0-*.parquet")).read_bytes()
+    (land / "truncated.parquet").write_bytes(good[: len(good) // 3])
+    proc = run_cli("nightly", "--db", str(db_path), "--landing", str(land), "--as-of", NOW.isoformat(), "--json")
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    out = json.loads(proc.stdout)
+    ingest = out["steps"]["ingest"]
+    assert (ingest["files"], ingest["loaded_files"], ingest["accepted"]) == (30, 27, 27 * 800)
+    reasons = {Path(r["path"]).name: r["reason"] for r in ingest["rejected_files"]}
+    assert set(reasons) == {"garbage.parquet", "no_route.parquet", "truncated.parquet"}
+    assert reasons["no_route.parquet"] == "missing required column 'route'"
+    assert out["verdicts"] == {"4.12": out["gates"][0]["verdict"]} and out["status"] == "ok"
+
+
+def test_gate_answers_while_the_nightly_job_writes(db_path, tmp_path):
+    """`pipeline gate` reads from the last committed state: the writer holds the file only for
+    one batch of files at a time, and readers wait for up to 30 s between batches."""
+    write_parquet(tmp_path / "first", "4.12", 20_000, "healthy", seed=3, start=NOW - timedelta(days=6), days=6)
+    assert run_cli("ingest", "--db", str(db_path), str(tmp_path / "first")).returncode == 0
+    land = tmp_path / "land"
+    for i in range(16):
+        write(valid_table(2000, seed=300 + i), land / f"part-{i:02d}.parquet")
+    writer = start("nightly", "--db", str(db_path), "--landing", str(land), "--validate-batch-rows", "1")
+    try:
+        time.sleep(6)  # GX has loaded; files are being stored
+        assert writer.poll() is None
+        gate = run_cli("gate", "--db", str(db_path), "--release", "4.12", "--as-of", NOW.isoformat(), "--no-alerts")
+        assert gate.returncode in (0, 1, 3), gate.stderr
+        assert "verdict for release 4.12:" in gate.stdout
+        assert writer.poll() is None  # it answered while the job was still writing
+    finally:
+        writer.wait(timeout=180)
+    assert writer.returncode == 0
