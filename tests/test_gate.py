@@ -247,3 +247,19 @@ def test_gate_answers_in_time_on_the_sample_logs(tmp_path):
     proc = run_cli("gate", "--db", str(tmp_path / "s.duckdb"), "--release", "4.11", "--as-of", "2026-12-01")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verdict for release 4.11: KEEP_EDGE" in proc.stdout
+
+
+def test_explain_names_figures_sql_baseline_and_reason(db_path):
+    scenario(db_path, "postmortem")
+    proc = run_cli("explain", "--db", str(db_path), "--release", "4.12", "--segment", "rewrite/low/normal",
+                   "--as-of", "2026-11-27")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "release 4.12, segment rewrite/low/normal: ROLLBACK_TO_CLOUD"
+    peak = next(line for line in lines if line.strip().startswith("peak_memory (enforce): fail"))
+    assert "threshold 0.4" in peak and "[sql/gate/segment_metrics.sql," in peak
+    quality = next(line for line in lines if line.strip().startswith("quality_loss"))
+    assert "cloud baseline" in quality and "task x tier (all buckets)" in quality and "pooled" in quality
+    assert lines[-1].startswith("decision: rollback_to_cloud because enforced gates failed: peak_memory")
+    missing = run_cli("explain", "--db", str(db_path), "--release", "4.12", "--segment", "rewrite/tiny/normal")
+    assert missing.returncode == 2 and "no segment 'rewrite/tiny/normal'" in missing.stderr
