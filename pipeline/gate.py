@@ -333,7 +333,10 @@ class _Evaluation:
         e_rate, c_rate = edge["adopted"] / edge["rows"], base["adopted"] / base["rows"]
         check.measured, check.baseline, check.baseline_level = (c_rate - e_rate) / c_rate, c_rate, level
         check.rows = edge["rows"]
-        check.extra.update(edge_adoption=e_rate, cloud_rows=base["rows"])
+        # power note: rows per side to see a loss of the tolerance itself (80 % power, one-sided)
+        check.extra.update(edge_adoption=e_rate, cloud_rows=base["rows"],
+                           rows_to_detect_tolerance=stats.rows_for_rate_difference(
+                               c_rate, c_rate * check.threshold, conf))
         check.interval = stats.relative_loss_interval(edge["adopted"], edge["rows"], base["adopted"], base["rows"],
                                                       conf)
         self._test("quality", key, stats.p_relative_loss_above(

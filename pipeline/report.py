@@ -191,7 +191,7 @@ def _latency_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]
             values.append({"task": r["task"], "network_bucket": r["network_bucket"], "side": r["side"],
                            "rows": r["total_n"], "percentile": label, "ms": _clean(v), "budget_ms": budget})
     buckets = _order((v["network_bucket"] for v in values), BUCKET_ORDER)
-    base = alt.Chart(alt.Data(values=values))
+    base = alt.Chart(_named(alt, ds, "latency", values))
     bars = base.mark_bar().encode(
         x=alt.X("percentile:N", title=None, sort=["p50", "p95", "p99"], axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("side:N", sort=["edge", "cloud"]),
@@ -220,7 +220,7 @@ def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
                            "memory": label, "p95_ratio": _clean(c.measured), "lo": _clean(lo), "hi": _clean(hi),
                            "threshold": c.threshold, "status": c.status, "rows": c.rows})
     tiers = _order((v["device_tier"] for v in values), TIER_ORDER)
-    base = alt.Chart(alt.Data(values=values))
+    base = alt.Chart(_named(alt, ds, "memory", values))
     x = alt.X("device_tier:N", sort=tiers, title="device tier", axis=alt.Axis(labelAngle=0))
     offset = alt.XOffset("where:N")
     errors = base.mark_rule(opacity=0.6).encode(x=x, xOffset=offset, y="lo:Q", y2="hi:Q",
@@ -243,7 +243,7 @@ def _temperature_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, 
     values = _values(rows)
     tiers = _order((v["device_tier"] for v in values), TIER_ORDER)
     rise_budget = config.gates.thermal.max_p95_rise_c
-    points = alt.Chart(alt.Data(values=values)).mark_circle(size=14, opacity=0.45).encode(
+    points = alt.Chart(_named(alt, ds, "temperature", values)).mark_circle(size=14, opacity=0.45).encode(
         x=alt.X("total_ms:Q", title="total_ms"), y=alt.Y("temp_rise_c:Q", title="temperature rise (°C)"),
         color=alt.Color("device_tier:N", title="tier", scale=_tier_colours(alt, tiers)),
         tooltip=["task:N", "device_tier:N", "network_bucket:N", alt.Tooltip("total_ms:Q", format=",.0f"),
@@ -271,7 +271,7 @@ def _daily_chart(alt: Any, ds: dict, rows: list[dict[str, Any]]) -> Any:
         for metric in ("adoption_rate", "fallback_rate"):
             values.append({"day": r["day"], "side": r["side"], "rows": r["rows"], "metric": metric,
                            "rate": r[metric]})
-    lines = alt.Chart(alt.Data(values=values)).mark_line(point=True).encode(
+    lines = alt.Chart(_named(alt, ds, "daily", values)).mark_line(point=True).encode(
         x=alt.X("day:T", title="day (UTC)", timeUnit="utcyearmonthdate", axis=alt.Axis(format="%b %d")),
         y=alt.Y("rate:Q", title=None, axis=alt.Axis(format="%"), scale=alt.Scale(zero=False)),
         color=alt.Color("side:N", scale=alt.Scale(**SIDE_COLOURS), title="route"),
@@ -286,8 +286,9 @@ def _daily_chart(alt: Any, ds: dict, rows: list[dict[str, Any]]) -> Any:
 def _rows_chart(alt: Any, ds: dict, result: GateResult, config: Config) -> Any:
     values = [{"segment": s.key, "rows": s.rows, "decision": s.decision} for s in result.segments]
     minimum = config.min_rows_per_segment
-    bars = alt.Chart(alt.Data(values=values)).mark_bar().encode(
-        y=alt.Y("segment:N", sort=None, title=None), x=alt.X("rows:Q", title="edge rows in the window (square-root scale)", scale=alt.Scale(type="sqrt")),
+    bars = alt.Chart(_named(alt, ds, "rows", values)).mark_bar().encode(
+        y=alt.Y("segment:N", sort=None, title=None),
+        x=alt.X("rows:Q", title="edge rows in the window (square-root scale)", scale=alt.Scale(type="sqrt")),
         color=alt.Color("decision:N", scale=alt.Scale(**DECISION_COLOURS), title="decision"),
         tooltip=["segment:N", alt.Tooltip("rows:Q", format=","), "decision:N"])
     marks = alt.Data(values=[{"rows": minimum, "label": f"minimum {minimum}"}])
@@ -465,10 +466,9 @@ def _vega_bundle() -> str:
     return bundle
 
 
-def _script(specs: dict[str, dict[str, Any]]) -> str:
-    runner = """
+RUNNER = """
 (function () {
-  var specs = %s;
+  var specs = __SPECS__;
   var status = document.getElementById("report-status");
   var errors = [];
   window.addEventListener("error", function (e) { errors.push(String(e.message)); });
@@ -492,7 +492,11 @@ def _script(specs: dict[str, dict[str, Any]]) -> str:
       (errors.length ? "; errors: " + errors.join(" | ") : "");
   });
 })();
-""" % _json_for_script(specs)
+"""
+
+
+def _script(specs: dict[str, dict[str, Any]]) -> str:
+    runner = RUNNER.replace("__SPECS__", _json_for_script(specs))
     return f"<script>{_vega_bundle()}</script>\n<script>{runner}</script>"
 
 
@@ -508,7 +512,8 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 16px;margin:
 dl.facts dt{font-weight:600;color:#57606a}dl.facts dd{margin:0}
 .caption{color:#57606a;margin:2px 0 8px;max-width:1000px}
 table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:right}
-thead th{background:#f6f8fa;position:sticky;top:0}thead th:first-child,thead th:nth-last-child(-n+2){text-align:left}tbody th{text-align:left;font-weight:500;white-space:nowrap}
+thead th{background:#f6f8fa;position:sticky;top:0}thead th:first-child,thead th:nth-last-child(-n+2){text-align:left}
+tbody th{text-align:left;font-weight:500;white-space:nowrap}
 td{white-space:nowrap}td b{display:block;font-weight:600}td small{display:block;color:#57606a;font-size:10px}
 td.fail{background:#ffd7d5;color:#82071e}td.fail small{color:#82071e}
 td.insufficient_data{background:#eaeef2;color:#57606a}td.not_applicable{color:#8c959f;text-align:center}
@@ -517,7 +522,8 @@ td.observe.fail{background:#fff1c2;color:#7d4e00}
 td.decision{text-align:left;white-space:nowrap;font-weight:600}td.decision.rollback_to_cloud{color:#c62828}
 td.decision.keep_edge{color:#1a7f37}td.decision.insufficient_data{color:#57606a}
 td.baseline{text-align:left;color:#57606a;white-space:nowrap}
-.key{padding:0 4px;border-radius:3px;white-space:nowrap}.key.fail{background:#ffd7d5}.key.insufficient_data{background:#eaeef2}
+.key{padding:0 4px;border-radius:3px;white-space:nowrap}
+.key.fail{background:#ffd7d5}.key.insufficient_data{background:#eaeef2}
 .key.borderline{outline:2px dotted #9a6700}.key.observe{font-style:italic}
 .chart{break-inside:avoid}.vis{min-height:60px}
 .badge{color:#fff;padding:2px 8px;border-radius:4px;font-weight:600}
