@@ -1,6 +1,6 @@
 """The release gate: per segment (task x device_tier x network_bucket), keep the
 edge route or roll back to the cloud. SQL computes the figures
-(sql/gate/segment_metrics.sql); this module compares them with gates/admission.yaml.
+(sql/gate/segment_counts.sql, segment_quantiles.sql); this module compares them with gates/admission.yaml.
 
 How a gate decides (README "How the gate decides"):
 - p95 budgets (peak/resident memory, inference duration, cold start, thermal
@@ -32,8 +32,10 @@ from pipeline import sqlfiles, stats
 from pipeline.config import Config
 from pipeline.errors import UnknownRelease
 
-METRICS_SQL = "gate/segment_metrics"
+COUNTS_SQL = "gate/segment_counts"
+QUANTILES_SQL = "gate/segment_quantiles"
 DEVICE_DAYS_SQL = "gate/device_days"
+_QUANTILE_FIGURES = ("peak", "resident", "total", "cold", "rise")
 GATE_ORDER = ["peak_memory", "resident_memory", "inference_duration", "cold_start", "quality_loss",
               "failure_detectability", "fallback_rate", "weak_network_latency", "thermal", "daily_edge_seconds"]
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
@@ -55,7 +57,7 @@ class GateCheck:
     borderline: bool = False
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-    sql: str = f"sql/{METRICS_SQL}.sql"
+    sql: str = f"sql/{COUNTS_SQL}.sql"
 
     @property
     def blocks(self) -> bool:
@@ -149,10 +151,15 @@ def _level_key(row: dict[str, Any]) -> tuple:
 
 
 class _Figures:
-    """The SQL's rows, found by side and level."""
+    """The SQL's rows, found by side and level; quantile figures merged in where computed."""
 
-    def __init__(self, rows: list[dict[str, Any]]):
-        self.by = {(r["side"], _level_key(r)): r for r in rows}
+    def __init__(self, counts: list[dict[str, Any]], quantiles: list[dict[str, Any]]):
+        self.by = {(r["side"], _level_key(r)): r for r in counts}
+        for q in quantiles:
+            row = self.by[(q["side"], _level_key(q))]
+            for name in _QUANTILE_FIGURES:
+                values = q[f"{name}_q"]
+                row[f"{name}_p95"], row[f"{name}_grid"] = (values[0], values[1:]) if values else (None, None)
 
     def get(self, side: str, key: tuple) -> dict[str, Any] | None:
         return self.by.get((side, key))
@@ -178,7 +185,7 @@ def _finite(*values: Any) -> bool:
 def _budget(check: GateCheck, row: dict, prefix: str, threshold: float, config: Config) -> GateCheck:
     """A p95 budget: the point estimate decides; the interval is reported."""
     n, p95 = row[f"{prefix}_n"], row[f"{prefix}_p95"]
-    check.threshold, check.rows = threshold, n
+    check.threshold, check.rows, check.sql = threshold, n, f"sql/{QUANTILES_SQL}.sql"
     if n < config.min_measured_rows or not _finite(p95):
         check.status = "insufficient_data"
         check.note = f"{n} rows have a value; {config.min_measured_rows} needed"
@@ -287,7 +294,7 @@ class _Evaluation:
             if cand and cand["total_n"] >= c.min_cloud_rows_for_baseline:
                 base, level = cand, LEVEL_NAMES[lvl]
                 break
-        check.rows = row["total_n"]
+        check.rows, check.sql = row["total_n"], f"sql/{QUANTILES_SQL}.sql"
         if base is None or row["total_n"] < c.min_measured_rows:
             check.status, check.note = "insufficient_data", "too few weak-network rows on one side"
             return
@@ -383,6 +390,11 @@ def _decide(segment: Segment, config: Config) -> None:
         segment.decision = "keep_edge"
 
 
+def _dicts(cur: Any) -> list[dict[str, Any]]:
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
 def releases(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [r[0] for r in sqlfiles.run(con, "gate/releases").fetchall()]
 
@@ -401,9 +413,8 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                              "Did you ingest its files? (pipeline ingest PATH)")
     window_start = as_of - timedelta(days=config.window_days)
     params = {"release": release, "window_start": window_start, "window_end": as_of}
-    cur = sqlfiles.run(con, METRICS_SQL, {**params, "grid": stats.QUANTILE_GRID})
-    cols = [d[0] for d in cur.description]
-    figures = _Figures([dict(zip(cols, r, strict=True)) for r in cur.fetchall()])
+    figures = _Figures(_dicts(sqlfiles.run(con, COUNTS_SQL, params)),
+                       _dicts(sqlfiles.run(con, QUANTILES_SQL, {**params, "fractions": [0.95, *stats.QUANTILE_GRID]})))
     device_days = {(t, tier, b): (n, over)
                    for t, tier, b, n, over in sqlfiles.run(con, DEVICE_DAYS_SQL, params).fetchall()}
     ev = _Evaluation(figures, device_days, config)

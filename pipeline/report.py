@@ -458,9 +458,13 @@ def _json_for_script(obj: Any) -> str:
 
 @cache
 def _vega_bundle() -> str:
+    import altair as alt
     import vl_convert
 
-    bundle = vl_convert.javascript_bundle()
+    # the Vega-Lite that Altair writes specs for, where vl-convert has it (else its newest)
+    wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    known = getattr(vl_convert, "get_vegalite_versions", list)()
+    bundle = vl_convert.javascript_bundle(vl_version=wanted) if wanted in known else vl_convert.javascript_bundle()
     if re.search(r"</script", bundle, re.IGNORECASE):  # would end the inline <script> early
         bundle = re.sub(r"</(script)", r"<\\/\1", bundle, flags=re.IGNORECASE)
     return bundle

@@ -257,7 +257,7 @@ def test_explain_names_figures_sql_baseline_and_reason(db_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == "release 4.12, segment rewrite/low/normal: ROLLBACK_TO_CLOUD"
     peak = next(line for line in lines if line.strip().startswith("peak_memory (enforce): fail"))
-    assert "threshold 0.4" in peak and "[sql/gate/segment_metrics.sql," in peak
+    assert "threshold 0.4" in peak and "[sql/gate/segment_quantiles.sql," in peak
     quality = next(line for line in lines if line.strip().startswith("quality_loss"))
     assert "cloud baseline" in quality and "task x tier (all buckets)" in quality and "pooled" in quality
     assert lines[-1].startswith("decision: rollback_to_cloud because enforced gates failed: peak_memory")
