@@ -9,6 +9,7 @@ User values reach SQL only as bound parameters ($name in DuckDB).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -41,7 +42,8 @@ def _parse(path: Path) -> SqlFile:
         key, _, value = line[2:].strip().partition(":")
         if value:
             header[key.strip()] = value.strip()
-    params = tuple(p.strip() for p in header.get("params", "").split(",") if p.strip())
+    # "release, since (optional, ISO date)": names, each with an optional note in parentheses
+    params = tuple(m.group(0).strip() for m in re.finditer(r"\w+(\s*\([^)]*\))?", header.get("params", "")))
     return SqlFile(header.get("name", path.stem), path, header.get("description", ""), params, text)
 
 

@@ -150,3 +150,16 @@ def test_query_params_are_values_not_sql(db_path):
     for name in ("fallback_rate", "edge_vs_cloud_latency", "memory_by_tier", "thermal", "adoption",
                  "quarantine_reasons", "ingest_history"):
         assert name in listing.stdout
+
+
+def test_daily_edge_cap_counts_a_devices_whole_day(db_path):
+    """400 s of rewrite and 300 s of intent on one day is 700 s: over the 600 s cap in both groups."""
+    table = valid_table(2, seed=13)
+    day = datetime(2026, 11, 21, 10)
+    for i, (task, ms) in enumerate([("rewrite", 400_000.0), ("intent", 300_000.0)]):
+        table = with_values(table, i, task=task, total_ms=ms, ttft_ms=100.0, device_id="dev-1", route="edge",
+                            event_time=day, network_type="wifi", rtt_ms=20.0, device_tier="mid", auto_fallback=False)
+    add_file(db_path, table, "cap")
+    refresh(db_path, CONFIG)
+    got = rollup(db_path).select("task", "device_days", "device_days_over_cap_share").sort("task").rows()
+    assert got == [("intent", 1, 1.0), ("rewrite", 1, 1.0)]

@@ -13,7 +13,9 @@ CREATE OR REPLACE VIEW settings_in_effect AS
 SELECT coalesce(getvariable('weak_rtt_ms'), s.weak_rtt_ms) AS weak_rtt_ms,
        coalesce(getvariable('weak_network_types'), s.weak_network_types) AS weak_network_types,
        coalesce(getvariable('daily_edge_seconds_cap'), s.daily_edge_seconds_cap) AS daily_edge_seconds_cap
-FROM (SELECT * FROM pipeline_settings UNION ALL SELECT 300, ['2g', '3g'], 600, '', NULL) s
+FROM (SELECT *, 0 AS fallback_order FROM pipeline_settings
+      UNION ALL SELECT 300, ['2g', '3g'], 600, '', NULL, 1) s  -- the defaults of gates/admission.yaml
+ORDER BY fallback_order, updated_at DESC
 LIMIT 1;
 CREATE OR REPLACE VIEW events_enriched AS
 SELECT e.*,

@@ -1,12 +1,13 @@
 -- name: edge_vs_cloud_latency
 -- description: p50/p95/p99 of total_ms per network bucket, edge beside cloud, with the edge-minus-cloud gap
--- params: release, task (optional)
+-- params: release, task (optional), since (optional, ISO date)
 WITH q AS (
     SELECT network_bucket, on_device,
            count(*) AS rows,
            quantile_cont(total_ms, [0.5, 0.95, 0.99]) AS p
     FROM events_enriched
     WHERE release = $release AND ($task IS NULL OR task = $task)
+      AND ($since IS NULL OR event_time >= CAST($since AS DATE))
     GROUP BY ALL
 )
 SELECT e.network_bucket,

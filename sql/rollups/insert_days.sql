@@ -8,18 +8,22 @@ WITH picked AS (
     WHERE e.event_time >= (SELECT min(day) FROM touched_days)
       AND e.event_time < (SELECT max(day) FROM touched_days) + INTERVAL 1 DAY
 ),
-device_days AS (
-    SELECT release, day, task, route, device_tier, network_bucket, device_id,
-           sum(total_ms) / 1000.0 AS edge_seconds
-    FROM picked WHERE on_device
-    GROUP BY ALL
+-- the cap is on a device's whole day of edge inference (all tasks and networks); a group counts
+-- the device-days that had a request in it, each with the device's total for that day
+device_day_totals AS (
+    SELECT release, day, device_id, sum(total_ms) / 1000.0 AS edge_seconds
+    FROM picked WHERE on_device GROUP BY ALL
+),
+group_device_days AS (
+    SELECT DISTINCT release, day, task, route, device_tier, network_bucket, device_id FROM picked WHERE on_device
 ),
 per_device AS (
-    SELECT release, day, task, route, device_tier, network_bucket,
+    SELECT g.release, g.day, g.task, g.route, g.device_tier, g.network_bucket,
            count(*) AS device_days,
-           quantile_cont(edge_seconds, 0.95) AS edge_seconds_per_device_day_p95,
-           avg(CAST(edge_seconds > s.daily_edge_seconds_cap AS DOUBLE)) AS device_days_over_cap_share
-    FROM device_days CROSS JOIN settings_in_effect s
+           quantile_cont(t.edge_seconds, 0.95) AS edge_seconds_per_device_day_p95,
+           avg(CAST(t.edge_seconds > s.daily_edge_seconds_cap AS DOUBLE)) AS device_days_over_cap_share
+    FROM group_device_days g JOIN device_day_totals t USING (release, day, device_id)
+    CROSS JOIN settings_in_effect s
     GROUP BY ALL
 ),
 per_group AS (
