@@ -21,6 +21,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/warehouse.py
 
 clean:
 	rm -rf $(VENV) telemetry.duckdb telemetry.duckdb.wal telemetry.duckdb.lock

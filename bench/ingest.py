@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, timed
+
 OUT = ROOT / "bench" / "out"
 
 BY_HAND = r"""
@@ -53,21 +49,6 @@ print(con.execute("SELECT count(*) FROM events").fetchone()[0])
 """
 
 
-def timed(cmd: list[str]) -> tuple[float, float, str]:
-    """(seconds, peak RSS in MB of that process alone, stdout)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if proc.returncode != 0:
-            sys.exit(f"benchmark step failed: {' '.join(cmd[:4])}...\n{err.read()}")
-        return elapsed, usage.ru_maxrss / 1024, out.read()  # Linux reports KiB
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=5_000_000)
@@ -75,7 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     land = OUT / f"land-{args.rows}-{args.files}"
     if not land.exists():  # in a child process, so this process's RSS stays small
-        seconds, _, _ = timed([sys.executable, "-m", "pipeline", "simulate", "--out", str(land), "--release", "4.12",
+        seconds, _, _, _ = timed([sys.executable, "-m", "pipeline", "simulate", "--out", str(land), "--release", "4.12",
                                "--rows", str(args.rows), "--files", str(args.files), "--seed", "1",
                                "--bad-rows", str(args.files * 5)])
         print(f"wrote {args.rows} rows in {args.files} files in {seconds:.1f} s")
@@ -83,8 +64,8 @@ def main() -> None:
     for stale in OUT.glob("bench-*.duckdb*"):
         stale.unlink()
 
-    hand_s, hand_rss, hand_out = timed([sys.executable, "-c", BY_HAND, str(OUT / "bench-hand.duckdb"), *files])
-    pipe_s, pipe_rss, pipe_out = timed([sys.executable, "-m", "pipeline", "ingest", "--json",
+    hand_s, hand_rss, hand_out, _ = timed([sys.executable, "-c", BY_HAND, str(OUT / "bench-hand.duckdb"), *files])
+    pipe_s, pipe_rss, pipe_out, _ = timed([sys.executable, "-m", "pipeline", "ingest", "--json",
                                         "--db", str(OUT / "bench-pipeline.duckdb"), str(land)])
     summary = json.loads(pipe_out)
 

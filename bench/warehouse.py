@@ -24,16 +24,13 @@ import csv
 import io
 import json
 import math
-import os
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, timed
+
 OUT = ROOT / "bench" / "out"
 DAYS = 14
 CHUNK_ROWS = 1_000_000
@@ -266,24 +263,6 @@ segments = {f"{r['task']}/{r['device_tier']}/{r['network_bucket']}": [r["rows"],
             for r in figures if r["side"] == "edge" and r["level"] == 0}
 print(json.dumps({"figure_rows": len(figures), "device_day_rows": len(days), "segments": segments}))
 """.replace("BUCKET", BUCKET)
-
-
-def timed(cmd: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float, str, int]:
-    """(seconds, peak RSS in MB of that process alone, stdout, exit code). Under `python -c` DuckDB counts
-    as interactive and prints a progress bar (a line of \\r updates) to stdout: such lines are dropped."""
-    with tempfile.TemporaryFile("w+", newline="") as out, tempfile.TemporaryFile("w+") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if proc.returncode not in ok:
-            shown = " ".join(cmd[3:] if cmd[1] == "-c" else cmd[1:])
-            sys.exit(f"benchmark step failed (exit {proc.returncode}): {shown}\n{err.read()}")
-        stdout = "\n".join(line for line in out.read().split("\n") if "\r" not in line)
-        return elapsed, usage.ru_maxrss / 1024, stdout, proc.returncode  # Linux reports KiB
 
 
 def py(script: str, *args: object) -> list[str]:
