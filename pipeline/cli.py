@@ -234,6 +234,22 @@ def _deliver_alerts(args: argparse.Namespace, config) -> None:
         print(f"pipeline gate: {delivery}", file=sys.stderr)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from pipeline import db
+    from pipeline.aggregate import use_settings
+    from pipeline.gate import evaluate_gate
+    from pipeline.report import report_filename, write_report
+
+    config = _config(args)
+    with db.reading(_db(args)) as con:
+        use_settings(con, config)
+        result = evaluate_gate(con, args.release, config, as_of=_as_of(args))
+        path = write_report(con, args.release, config, args.out or Path(report_filename(args.release)),
+                            result=result)
+    print(f"wrote {path} (release {result.release}: {result.verdict})")
+    return EXIT_OK
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     from pipeline import db
     from pipeline.history import history
@@ -270,7 +286,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         raise UsageError(f"--landing {args.landing} is not a folder")
     run, results = run_nightly(_db(args), args.landing, _config(args), as_of=_as_of(args),
                                routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
-                               batch_rows=args.validate_batch_rows)
+                               batch_rows=args.validate_batch_rows, report_dir=args.report_dir)
     if args.json:
         _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
     else:
@@ -394,6 +410,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", help="end of the evaluation window (default: now)")
     p.set_defaults(func=cmd_explain)
 
+    p = sub.add_parser("report", help="write a self-contained HTML page of a release's gate evaluation, with charts")
+    p.add_argument("--release", required=True)
+    p.add_argument("--out", type=Path, help="HTML file to write (default: ./report-<release>.html)")
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--as-of", help="end of the evaluation window, ISO date or time in UTC (default: now)")
+    p.set_defaults(func=cmd_report)
+
     p = sub.add_parser("history", help="the stored gate verdicts of a release over time")
     p.add_argument("--release", required=True)
     _db_option(p)
@@ -406,6 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     _config_option(p)
     p.add_argument("--as-of", help="end of the evaluation window (default: now)")
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
+    p.add_argument("--report-dir", type=Path,
+                   help="write report-<release>.html for each judged release and an index.html here")
     p.add_argument("--json", action="store_true")
     _batch_option(p)
     p.set_defaults(func=cmd_nightly)

@@ -52,7 +52,8 @@ def _step(run: RunResult, name: str, started: float, text: str, **counts: Any) -
 
 def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | None = None,
                 routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
-                batch_rows: int = DEFAULT_BATCH_ROWS) -> tuple[RunResult, list[GateResult]]:
+                batch_rows: int = DEFAULT_BATCH_ROWS,
+                report_dir: Path | None = None) -> tuple[RunResult, list[GateResult]]:
     now = db.utcnow()
     as_of = as_of or now
     results: list[GateResult] = []
@@ -87,6 +88,14 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
 
                     write_routing_table(result, config, routing_dir / f"routing-{result.release}.json")
             _step(run, "gate", t, f"{len(results)} releases judged", releases=len(results))
+            if report_dir:
+                from pipeline.report import write_reports  # Altair: only when reports are asked for
+
+                t = time.perf_counter()
+                with db.reading(db_path) as con:
+                    use_settings(con, config)
+                    index = write_reports(con, results, config, report_dir)
+                _step(run, "report", t, f"{len(results)} reports, index {index}", reports=len(results))
             t = time.perf_counter()
             delivery = deliver(db_path, config, out=alert_out)
             _step(run, "alerts", t, str(delivery).removeprefix("alerts: "), **delivery.to_dict())
