@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/pipeline nightly --landing sample_logs --db telemetry.duckdb --as-of 2026-12-01
+	$(BIN)/pipeline nightly --landing sample_logs --db telemetry.duckdb --as-of 2026-12-01 --report-dir reports
 
 test: $(STAMP)
 	$(BIN)/ruff check pipeline tests bench

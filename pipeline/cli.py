@@ -58,6 +58,14 @@ def _emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
+def _show(args: argparse.Namespace, result: Any) -> None:
+    """A result object: its to_dict() under --json, else its text."""
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        print(result)
+
+
 class _ProgressBar:
     """A one-line bar on stderr, only on a terminal and only for more than a few files."""
 
@@ -108,10 +116,7 @@ def _refresh_rollup(args: argparse.Namespace, full: bool = False):
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
     result = _refresh_rollup(args, full=args.full)
-    if args.json:
-        _emit_json(result.to_dict())
-    else:
-        print(result)
+    _show(args, result)
     return EXIT_OK
 
 
@@ -212,10 +217,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         write_routing_table(result, config, args.routing_out)
     from pipeline.history import record_evaluation
 
-    if args.json:
-        _emit_json(result.to_dict())
-    else:
-        print(result)
+    _show(args, result)
     if record_evaluation(_db(args), result, config) and not args.no_alerts:
         _deliver_alerts(args, config)
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
@@ -327,10 +329,7 @@ def cmd_admit(args: argparse.Namespace) -> int:
     from pipeline.admit import admit
 
     result = admit(args.task, _config(args))
-    if args.json:
-        _emit_json(result.to_dict())
-    else:
-        print(result)
+    _show(args, result)
     return EXIT_OK
 
 
