@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,7 +208,3 @@ def load_config(path: Path | None = None) -> Config:
         raise ConfigError(f"{path}: {exc}") from None
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return dataclasses.replace(config, task_overrides=per_task, source=str(path), digest=digest)
-
-
-def as_dict(config: Config) -> dict[str, Any]:
-    return json.loads(json.dumps(dataclasses.asdict(config), default=list))

@@ -85,9 +85,6 @@ class Schema:
     def arrow_schema(self) -> pa.Schema:
         return pa.schema([pa.field(c.name, c.arrow_type, nullable=True) for c in self.columns])
 
-    def rule_names(self) -> list[str]:
-        return [r.name for r in self.rules]
-
 
 def _column_rules(col: Column) -> list[Rule]:
     rules = []

@@ -28,10 +28,6 @@ class SqlFile:
     params: tuple[str, ...]
     text: str
 
-    @property
-    def relpath(self) -> str:
-        return str(self.path.relative_to(SQL_DIR.parent))
-
 
 def _parse(path: Path) -> SqlFile:
     text = path.read_text()

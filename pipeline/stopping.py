@@ -23,10 +23,6 @@ def stop_requested() -> bool:
     return _stop.is_set()
 
 
-def request_stop() -> None:
-    _stop.set()
-
-
 def reset() -> None:
     _stop.clear()
 
