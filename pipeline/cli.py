@@ -218,7 +218,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from pipeline.history import record_evaluation
 
     _show(args, result)
-    if record_evaluation(_db(args), result, config) and not args.no_alerts:
+    if not record_evaluation(_db(args), result, config):
+        print("pipeline gate: another writer is busy; this evaluation and its alert are stored by the next one",
+              file=sys.stderr)
+    elif not args.no_alerts:
         _deliver_alerts(args, config)
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
 

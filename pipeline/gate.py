@@ -327,8 +327,9 @@ class _Evaluation:
             self._settle(check, "quality", check_key)
         for s in segments:
             pooled = pools[(s.task, s.device_tier)]
-            s.checks["quality_loss"] = GateCheck(**{**pooled.__dict__, "mode": s.checks["quality_loss"].mode,
-                                                    "note": "pooled over network buckets"})
+            s.checks["quality_loss"] = dataclasses.replace(pooled, mode=s.checks["quality_loss"].mode,
+                                                           extra=dict(pooled.extra),
+                                                           note="pooled over network buckets")
         return release_wide
 
     def _quality_check(self, edge: dict | None, base: dict | None, level: str | None, gates: Any,
