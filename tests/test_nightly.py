@@ -187,6 +187,14 @@ def test_gate_answers_while_the_nightly_job_writes(db_path, tmp_path):
         assert gate.returncode in (0, 1, 3), gate.stderr
         assert "verdict for release 4.12:" in gate.stdout
         assert writer.poll() is None  # it answered while the job was still writing
+        assert "another writer is busy; this evaluation and its alert are stored by the next one" in gate.stderr
     finally:
         writer.wait(timeout=180)
     assert writer.returncode == 0
+    assert not Path(f"{db_path}.pending-evaluations.jsonl").exists()  # the nightly folded it in
+    again = run_cli("gate", "--db", str(db_path), "--release", "4.12", "--as-of", NOW.isoformat(), "--no-alerts")
+    assert again.returncode in (0, 1, 3)
+    con = duckdb.connect(str(db_path), read_only=True)
+    stored = con.execute("SELECT count(*) FROM evaluations WHERE release = '4.12'").fetchone()[0]
+    con.close()
+    assert stored == 3  # the nightly's own, the one that waited, and this one
