@@ -17,7 +17,8 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,14 @@ class _Parser(argparse.ArgumentParser):
 def _db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", type=Path, default=None,
                    help="DuckDB file (default: $PIPELINE_DB, else ./telemetry.duckdb)")
+
+
+def _format_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+
+
+def _as_of_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as-of", help="end of the evaluation window, ISO date or time in UTC (default: now)")
 
 
 def _batch_option(p: argparse.ArgumentParser) -> None:
@@ -120,6 +129,23 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@contextmanager
+def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False) -> Iterator[Any]:
+    """A read-only connection whose derived fields (network buckets, cap) follow `config`."""
+    from pipeline import db
+    from pipeline.aggregate import use_settings
+
+    with db.reading(_db(args), sandbox=sandbox) as con:
+        use_settings(con, config)
+        yield con
+
+
+def _evaluate(args: argparse.Namespace, config: Any, con: Any) -> Any:
+    from pipeline.gate import evaluate_gate
+
+    return evaluate_gate(con, args.release, config, as_of=_as_of(args))
+
+
 def _format(args: argparse.Namespace) -> str:
     return args.format or ("table" if sys.stdout.isatty() else "csv")
 
@@ -134,11 +160,7 @@ def _print_rows(args: argparse.Namespace, cursor) -> None:
 def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
-    from pipeline import db
-    from pipeline.aggregate import use_settings
-
-    with db.reading(_db(args), sandbox=True) as con:
-        use_settings(con, _config(args))
+    with _warehouse(args, _config(args), sandbox=True) as con:
         try:
             cursor = con.execute(args.query)
         except duckdb.Error as exc:
@@ -161,8 +183,7 @@ def _params(pairs: list[str], allowed: list[str]) -> dict[str, str]:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from pipeline import db, sqlfiles
-    from pipeline.aggregate import use_settings
+    from pipeline import sqlfiles
 
     queries = {q.name: q for q in sqlfiles.list_folder("queries")}
     if args.list or not args.name:
@@ -180,8 +201,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"query {q.name} needs --param {missing[0]}=...")
     bound = {name: params.get(name) for name in names}
-    with db.reading(_db(args)) as con:
-        use_settings(con, _config(args))
+    with _warehouse(args, _config(args)) as con:
         _print_rows(args, con.execute(q.text, bound) if bound else con.execute(q.text))
     return EXIT_OK
 
@@ -198,9 +218,6 @@ def _as_of(args: argparse.Namespace) -> datetime | None:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from pipeline import db
-    from pipeline.aggregate import use_settings
-    from pipeline.gate import evaluate_gate
 
     config = _config(args)
     if args.check_config:
@@ -208,9 +225,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.release:
         raise UsageError("--release is required (or --check-config)")
-    with db.reading(_db(args)) as con:
-        use_settings(con, config)
-        result = evaluate_gate(con, args.release, config, as_of=_as_of(args))
+    with _warehouse(args, config) as con:
+        result = _evaluate(args, config, con)
     if args.routing_out:
         from pipeline.routing import write_routing_table
 
@@ -240,15 +256,11 @@ def _deliver_alerts(args: argparse.Namespace, config) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pipeline import db
-    from pipeline.aggregate import use_settings
-    from pipeline.gate import evaluate_gate
     from pipeline.report import report_filename, write_report
 
     config = _config(args)
-    with db.reading(_db(args)) as con:
-        use_settings(con, config)
-        result = evaluate_gate(con, args.release, config, as_of=_as_of(args))
+    with _warehouse(args, config) as con:
+        result = _evaluate(args, config, con)
         path = write_report(con, args.release, config, args.out or Path(report_filename(args.release)),
                             result=result)
     print(f"wrote {path} (release {result.release}: {result.verdict})")
@@ -267,15 +279,11 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from pipeline import db
-    from pipeline.aggregate import use_settings
-    from pipeline.gate import evaluate_gate
     from pipeline.render import explain_segment
 
     config = _config(args)
-    with db.reading(_db(args)) as con:
-        use_settings(con, config)
-        result = evaluate_gate(con, args.release, config, as_of=_as_of(args))
+    with _warehouse(args, config) as con:
+        result = _evaluate(args, config, con)
     match = [s for s in result.segments if s.key == args.segment]
     if not match:
         known = ", ".join(s.key for s in result.segments) or "none"
@@ -379,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", help="SQL; tables: events, events_enriched, rollup_daily, quarantine, files, ...")
     _db_option(p)
     _config_option(p)
-    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+    _format_option(p)
     p.set_defaults(func=cmd_sql)
 
     p = sub.add_parser("query", help="run a named query from sql/queries with bound parameters")
@@ -388,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     _db_option(p)
     _config_option(p)
-    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+    _format_option(p)
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("gate", help="decide keep edge / roll back to cloud per segment of a release",
@@ -397,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--release", help="the release to judge, e.g. 4.12 (matches the release column exactly)")
     _db_option(p)
     _config_option(p)
-    p.add_argument("--as-of", help="end of the evaluation window, ISO date or time in UTC (default: now)")
+    _as_of_option(p)
     p.add_argument("--json", action="store_true", help="print the contract's JSON object")
     p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
     p.add_argument("--check-config", action="store_true", help="only validate the config and exit")
@@ -409,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--segment", required=True, metavar="TASK/TIER/BUCKET", help="e.g. rewrite/mid/weak")
     _db_option(p)
     _config_option(p)
-    p.add_argument("--as-of", help="end of the evaluation window (default: now)")
+    _as_of_option(p)
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("report", help="write a self-contained HTML page of a release's gate evaluation, with charts")
@@ -417,20 +425,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="HTML file to write (default: ./report-<release>.html)")
     _db_option(p)
     _config_option(p)
-    p.add_argument("--as-of", help="end of the evaluation window, ISO date or time in UTC (default: now)")
+    _as_of_option(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("history", help="the stored gate verdicts of a release over time")
     p.add_argument("--release", required=True)
     _db_option(p)
-    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+    _format_option(p)
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("nightly", help="the main job once: ingest new files, refresh the rollup, judge releases")
     p.add_argument("--landing", type=Path, required=True, help="folder where telemetry Parquet lands")
     _db_option(p)
     _config_option(p)
-    p.add_argument("--as-of", help="end of the evaluation window (default: now)")
+    _as_of_option(p)
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
     p.add_argument("--report-dir", type=Path,
                    help="write report-<release>.html for each judged release and an index.html here")
@@ -454,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("runs", help="recent job runs and their outcome")
     _db_option(p)
     p.add_argument("--limit", type=int, default=20)
-    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+    _format_option(p)
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("admit", help="before launch: score a candidate task for the edge and predict its budgets")
@@ -499,6 +507,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PipelineError as exc:
         print(f"pipeline {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # e.g. `| head`: not a verdict, so never 0 or 1
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"pipeline {args.command}: output closed early (broken pipe)", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"pipeline {args.command}: interrupted; the transaction in flight was rolled back", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -25,7 +25,7 @@ def _row(result: Any) -> dict[str, Any]:
         "release": result.release, "as_of": result.as_of.isoformat(), "evaluated_at": result.evaluated_at.isoformat(),
         "verdict": result.verdict, "segments_judged": len(judged),
         "segments_rolled_back": sum(s.decision == "rollback_to_cloud" for s in judged),
-        "failed_gates": sorted({g for s in result.segments for g in s.failed_gates}
+        "failed_gates": sorted({g for s in judged for g in s.failed_gates}
                                | {g for g, c in result.release_wide.items() if c.blocks}),
         "config_digest": result.config_digest, "code_version": __version__,
         "result": json.dumps(result.to_dict()),
