@@ -16,7 +16,10 @@ the outcome does not depend on the order files arrive in.
 from __future__ import annotations
 
 import hashlib
+import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -206,9 +209,17 @@ _worker_validator: Any = None
 _pool: ProcessPoolExecutor | None = None
 
 
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose ingest process was killed (kill -9) would wait forever: leave with it."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 def _worker_start() -> None:
     global _worker_validator
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle (stopping.py)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     from pipeline.validate import Validator  # only the worker process pays for Great Expectations
 
     _worker_validator = Validator(load_schema())

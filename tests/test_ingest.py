@@ -213,6 +213,18 @@ def test_second_writer_gets_a_plain_message_and_exit_2(tmp_path, db_path):
     assert counts(db_path)["events"] == 10
 
 
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def test_kill_mid_ingest_leaves_whole_files_and_a_rerun_finishes(tmp_path, db_path):
     land = tmp_path / "land"
     for i in range(12):
@@ -232,8 +244,13 @@ def test_kill_mid_ingest_leaves_whole_files_and_a_rerun_finishes(tmp_path, db_pa
                 continue
             if n >= 3:
                 break
+    workers = children(proc.pid)  # the Great Expectations worker and multiprocessing's tracker
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert workers and not [pid for pid in workers if Path(f"/proc/{pid}").exists()], "orphaned worker"
 
     c = counts(db_path)
     assert proc.returncode == -signal.SIGKILL
