@@ -49,8 +49,8 @@ def _as_of_option(p: argparse.ArgumentParser) -> None:
 
 
 def _batch_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--validate-batch-rows", type=int, default=500_000, metavar="N",
-                   help="rows of whole files validated per Great Expectations run (memory vs speed)")
+    p.add_argument("--validate-batch-rows", type=int, default=None, metavar="N",
+                   help="rows of whole files validated per Great Expectations run (default 500,000; memory vs speed)")
 
 
 def _config_option(p: argparse.ArgumentParser) -> None:
@@ -96,13 +96,13 @@ class _ProgressBar:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.db import writer_lock
-    from pipeline.ingest import ingest
+    from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
 
-    _config(args)  # a bad config fails before any work
+    config = _config(args)  # a bad config fails before any work
     with writer_lock(_db(args), "ingest"):
         result = ingest(_db(args), args.paths, progress=None if args.json else _ProgressBar(),
-                        batch_rows=args.validate_batch_rows)
-        rollup = _refresh_rollup(args)
+                        batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
+        rollup = _refresh_rollup(args, config)
     if args.json:
         _emit_json({**result.to_dict(), "rollup": rollup.to_dict()})
     else:
@@ -117,14 +117,14 @@ def _config(args: argparse.Namespace):
     return load_config(getattr(args, "config", None))
 
 
-def _refresh_rollup(args: argparse.Namespace, full: bool = False):
+def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False):
     from pipeline.aggregate import refresh
 
-    return refresh(_db(args), _config(args), full=full)
+    return refresh(_db(args), config, full=full)
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
-    result = _refresh_rollup(args, full=args.full)
+    result = _refresh_rollup(args, _config(args), full=args.full)
     _show(args, result)
     return EXIT_OK
 
@@ -196,8 +196,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     q = queries[args.name]
     names = sqlfiles.param_names(q)
     params = _params(args.param, names)
-    required = [p.split()[0] for p in q.params if "optional" not in p]
-    missing = [p for p in required if p not in params]
+    missing = [p for p in sqlfiles.required_params(q) if p not in params]
     if missing:
         raise UsageError(f"query {q.name} needs --param {missing[0]}=...")
     bound = {name: params.get(name) for name in names}
@@ -218,7 +217,6 @@ def _as_of(args: argparse.Namespace) -> datetime | None:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-
     config = _config(args)
     if args.check_config:
         print(f"{config.source}: ok (digest {config.digest})")
@@ -293,13 +291,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
+    from pipeline.ingest import DEFAULT_BATCH_ROWS
     from pipeline.nightly import run_nightly
 
     if not args.landing.is_dir():
         raise UsageError(f"--landing {args.landing} is not a folder")
     run, results = run_nightly(_db(args), args.landing, _config(args), as_of=_as_of(args),
                                routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
-                               batch_rows=args.validate_batch_rows, report_dir=args.report_dir)
+                               batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS,
+                               report_dir=args.report_dir)
     if args.json:
         _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
     else:
@@ -308,6 +308,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
+    from pipeline.ingest import DEFAULT_BATCH_ROWS
     from pipeline.nightly import run_nightly
     from pipeline.schedule import make_trigger, run_scheduler
 
@@ -318,7 +319,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
     def job() -> None:
         run, _ = run_nightly(_db(args), args.landing, _config(args), routing_dir=args.routing_dir, kind="scheduled",
-                             batch_rows=args.validate_batch_rows)
+                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
         print(run, flush=True)
 
     why = run_scheduler(_db(args), args.landing, config, trigger, args.misfire_grace_hours * 3600, job)
@@ -489,7 +490,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    if getattr(args, "validate_batch_rows", 1) < 1:
+    batch_rows = getattr(args, "validate_batch_rows", None)
+    if batch_rows is not None and batch_rows < 1:
         parser.error("--validate-batch-rows must be >= 1")
     from pipeline import logs
 

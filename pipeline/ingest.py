@@ -205,6 +205,7 @@ class _StoreJob:
     validation: Any = None
 
 
+DEFAULT_BATCH_ROWS = 500_000  # rows of whole files per Great Expectations run
 _worker_validator: Any = None
 _pool: ProcessPoolExecutor | None = None
 
@@ -261,7 +262,7 @@ class Ingestor:
     stored in its own transaction, by this process alone.
     """
 
-    def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = 500_000):
+    def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = DEFAULT_BATCH_ROWS):
         self.db_path = db_path
         self.now = now or db.utcnow()
         self.schema = load_schema()
@@ -384,7 +385,6 @@ class Ingestor:
         for name in ("batch", "batch_failures", "batch_validations"):
             con.unregister(name)
 
-DEFAULT_BATCH_ROWS = 500_000
 
 
 def ingest(db_path: Path, paths: list[Path], now: datetime | None = None,

@@ -37,7 +37,7 @@ class RunResult:
     def __str__(self) -> str:
         lines = [f"run {self.run_id}: {self.status}"]
         for name, step in self.steps.items():
-            lines.append(f"  {name:<10} {step.pop('text', '')}".rstrip())
+            lines.append(f"  {name:<10} {step.get('text', '')}".rstrip())
         for release, verdict in self.verdicts.items():
             lines.append(f"  release {release}: {verdict}")
         if self.error:

@@ -58,6 +58,10 @@ def param_names(sf: SqlFile) -> list[str]:
     return [p.split()[0] for p in sf.params]
 
 
+def required_params(sf: SqlFile) -> list[str]:
+    return [p.split()[0] for p in sf.params if "optional" not in p]
+
+
 def run(con: duckdb.DuckDBPyConnection, relname: str, params: dict[str, Any] | None = None):
     """Execute one sql/ file with bound parameters; returns the connection's result."""
     sf = sql_file(relname)

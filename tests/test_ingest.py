@@ -261,3 +261,9 @@ def test_kill_mid_ingest_leaves_whole_files_and_a_rerun_finishes(tmp_path, db_pa
     c = counts(db_path)
     assert (c["files_loaded"], c["events"], c["distinct_ids"]) == (12, 36000, 36000)
     assert sum(f.status == "skipped" for f in result.files) == 12 - sum(f.status == "loaded" for f in result.files)
+
+
+def test_a_batch_size_below_one_is_a_usage_error():
+    proc = run_cli("ingest", "--validate-batch-rows", "0", "sample_logs")
+    assert proc.returncode == 2
+    assert proc.stderr == "pipeline: error: --validate-batch-rows must be >= 1 (see pipeline --help)\n"
