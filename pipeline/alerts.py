@@ -29,6 +29,7 @@ from typing import Any, TextIO
 from pipeline import db, sqlfiles
 from pipeline.config import Config
 from pipeline.errors import TransientError
+from pipeline.render import fmt_value
 
 MAX_BACKOFF_S = 30.0
 
@@ -44,12 +45,6 @@ def _signature(result: Any) -> str:
     return hashlib.sha256(json.dumps([result.verdict, failing]).encode()).hexdigest()[:16]
 
 
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "?"
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
 def build_alert(result: Any) -> dict[str, Any]:
     rolled = [s for s in result.segments if s.decision == "rollback_to_cloud"]
     judged = [s for s in result.segments if s.decision != "insufficient_data"]
@@ -59,13 +54,13 @@ def build_alert(result: Any) -> dict[str, Any]:
     lines = [title, f"{len(rolled)} of {len(judged)} judged segments roll back; {result.note}."]
     for g, c in result.release_wide.items():
         if c.blocks:
-            lines.append(f"release-wide {g}: {_fmt(c.measured)} vs threshold {_fmt(c.threshold)}")
+            lines.append(f"release-wide {g}: {fmt_value(c.measured)} vs threshold {fmt_value(c.threshold)}")
     failing = []
     for s in rolled:
         gates = [{"gate": g, "measured": s.checks[g].measured, "threshold": s.checks[g].threshold}
                  for g in s.failed_gates]
         failing.append({"segment": s.key, "rows": s.rows, "gates": gates})
-        shown = ", ".join(f"{x['gate']} {_fmt(x['measured'])} vs {_fmt(x['threshold'])}" for x in gates)
+        shown = ", ".join(f"{x['gate']} {fmt_value(x['measured'])} vs {fmt_value(x['threshold'])}" for x in gates)
         lines.append(f"- {s.key} ({s.rows} rows): {shown}")
     alert_id = hashlib.sha256(f"{result.release}|{result.evaluated_at.isoformat()}|{_signature(result)}"
                               .encode()).hexdigest()[:24]

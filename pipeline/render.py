@@ -61,13 +61,19 @@ _SHORT = {"peak_memory": "peak", "resident_memory": "resid", "inference_duration
 _MARK = {"fail": "X", "insufficient_data": "?", "not_applicable": "-", "pass": ""}
 
 
+def fmt_value(value: float | None) -> str:
+    """A gate figure for people: whole numbers from 100 up, else 3 significant digits."""
+    if value is None:
+        return "?"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _gate_cell(check: Any) -> str:
     if check.status == "not_applicable":
         return "-"
     if check.measured is None:
         return "?" if check.status == "insufficient_data" else ""
-    value = check.measured
-    text = f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    text = fmt_value(check.measured)
     mark = _MARK[check.status] + ("~" if check.borderline else "") + ("(obs)" if check.mode == "observe" else "")
     return f"{text}{mark}"
 
