@@ -260,7 +260,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     with _warehouse(args, config) as con:
         result = _evaluate(args, config, con)
         path = write_report(con, args.release, config, args.out or Path(report_filename(args.release)),
-                            result=result)
+                            result=result, candidates=args.candidate)
     print(f"wrote {path} (release {result.release}: {result.verdict})")
     return EXIT_OK
 
@@ -437,6 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write a self-contained HTML page of a release's gate evaluation, with charts")
     p.add_argument("--release", required=True)
     p.add_argument("--out", type=Path, help="HTML file to write (default: ./report-<release>.html)")
+    p.add_argument("--candidate", type=Path, action="append", default=[], metavar="FILE",
+                   help="admit candidate file(s) for the estimate-beside-field table (default: gates/candidates/)")
     _db_option(p)
     _config_option(p)
     _as_of_option(p)

@@ -236,12 +236,14 @@ def _release_figures(segments: list[SegmentLedger], config: Config) -> dict[str,
     f: dict[str, Figure] = {}
     for name in ("edge_requests", "cloud_requests_avoided", "fallbacks_reserved", "cloud_checks", "offline_served"):
         col = {"cloud_requests_avoided": "avoided", "fallbacks_reserved": "fallbacks"}.get(name, name)
-        f[name] = Figure(total[col], "requests", f"sum over the {n} segments")
+        f[name] = Figure(total[col], "requests", f"sum over the {n} segments of: {_basis(name)}")
     for name in ("cloud_cost_avoided", "fallback_cost", "cloud_check_cost"):
-        f[name] = _money_sum([s.figures[name] for s in segments], cur, f"sum over the {n} segments")
-    f["edge_seconds"] = Figure(float(total["edge_seconds"]), "s", f"sum over the {n} segments")
+        f[name] = _money_sum([s.figures[name] for s in segments], cur, f"sum over the {n} segments of: "
+                                                                      f"{_basis(name)}")
+    f["edge_seconds"] = Figure(float(total["edge_seconds"]), "s", f"sum over the {n} segments of: "
+                                                                  f"{_basis('edge_seconds')}")
     f["energy_wh"] = _money_sum([s.figures["energy_wh"] for s in segments if s.counts["edge_requests"]], "Wh",
-                                f"sum over the {n} segments (edge seconds x power of their tier / 3600)")
+                                f"sum over the {n} segments of: {_basis('energy_wh')}")
     f.update(_exposure(total))
     up = config.costs.update
     missing = tuple(f"costs.update.{k}" for k in ("package_mb", "installs", "per_gb") if getattr(up, k) is None)
@@ -262,6 +264,10 @@ def _release_figures(segments: list[SegmentLedger], config: Config) -> dict[str,
                      f["engineering_cost"]], cur,
                     "cloud cost avoided - cloud check cost - update bandwidth - engineering (> 0: the edge saved)")
     return f
+
+
+def _basis(name: str) -> str:
+    return COLUMN_BASES.get(name) or RELEASE_BASES[name]
 
 
 def _order(s: SegmentLedger) -> tuple:
@@ -372,6 +378,11 @@ COLUMN_BASES = {
     "edge_abandonment": "edge rows with outcome abandoned / edge rows",
     "cloud_abandonment": "the same for the segment's cloud rows (the hold-back baseline)",
     "net": "cloud cost avoided - cloud check cost (edge_with_cloud_check rows x check_per_request)",
+}
+RELEASE_BASES = {
+    "cloud_checks": "edge_with_cloud_check rows (one cloud check each)",
+    "cloud_check_cost": "edge_with_cloud_check rows x check_per_request (costs.cloud.<task>)",
+    "offline_served": "edge rows in the offline bucket (no cloud could have served them)",
 }
 
 
