@@ -13,8 +13,11 @@ tiers only (the tiers the estimate was made for):
                            field's p95 rise is judged against the gate's ceiling instead
     adoption loss          the candidate's quality_loss vs (cloud - edge) / cloud adoption on the target tiers
 
-Every dimension is "higher is worse". ratio = field / estimate; a row is flagged when the ratio exceeds
-costs.estimate_flag_factor (1.25 by default), or, with no positive estimate, when the field breaks the gate.
+Every dimension is "higher is worse". ratio = field / estimate; a p95 row is flagged when the ratio exceeds
+costs.estimate_flag_factor (1.25 by default), or, with no estimate, when the field's p95 is over the gate's
+ceiling (p95s are compared as the gate compares them, point against budget). Adoption loss is a rate, so as
+in the gate it is flagged only on evidence: the one-sided test of stats.p_relative_loss_above rejects
+"loss <= factor x estimate" (no positive estimate: "loss <= the gate's ceiling") at alpha = 1 - confidence.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import admit, sqlfiles
+from pipeline import admit, sqlfiles, stats
 from pipeline.config import DEFAULT_CONFIG, Config
 
 FIELD_SQL = "ledger/field"
@@ -158,15 +161,6 @@ def compare(con: duckdb.DuckDBPyConnection, params: dict[str, Any], config: Conf
     energy = "unknown (no model.decode_power_w)" if th.energy_mwh is None else f"{th.energy_mwh:.1f} mWh per call"
     throttled = (f"{overall['throttled']:,} of {overall['throttled_known']:,} throttled"
                  if overall["throttled_known"] else "throttling not reported")
-    loss, loss_basis = None, f"no cloud rows of {candidate.task} on {', '.join(tiers)}"
-    if overall["cloud_rows"] and overall["cloud_adopted"]:
-        edge_rate = overall["edge_adopted"] / n
-        cloud_rate = overall["cloud_adopted"] / overall["cloud_rows"]
-        loss = (cloud_rate - edge_rate) / cloud_rate
-        loss_basis = (f"(cloud {cloud_rate:.2%} of {overall['cloud_rows']:,} - edge {edge_rate:.2%} of {n:,}) "
-                      "/ cloud adoption")
-    quality_basis = ("quality_loss of the candidate" if candidate.quality_loss is not None
-                     else "no quality_loss declared")
     rows = (
         _dimension("latency p95, planned", "ms", a.budget_total_s * 1000, overall["total_ms_p95"],
                    budget_basis, f"p95 of total_ms over {on}", factor),
@@ -185,11 +179,38 @@ def compare(con: duckdb.DuckDBPyConnection, params: dict[str, Any], config: Conf
                    f"on {a.thermal_tier.tier}",
                    f"p95 of temp_end_c - temp_start_c over {on}; {throttled}", factor,
                    gates.thermal.max_p95_rise_c, f"the gate's p95 rise ceiling of {gates.thermal.max_p95_rise_c:g} °C"),
-        _dimension("adoption loss vs cloud", "share", candidate.quality_loss, loss, quality_basis, loss_basis, factor,
-                   gates.quality_loss.max_relative_loss,
-                   f"the gate's quality_loss ceiling of {gates.quality_loss.max_relative_loss:.0%}"),
+        _quality(candidate, overall, tiers, config),
     )
     return EstimateTable(candidate.task, source, tuple(tiers), factor, rows)
+
+
+def _quality(candidate: admit.Candidate, field: dict[str, Any], tiers: list[str], config: Config) -> Dimension:
+    """Adoption is a rate: flagged only on evidence, by the gate's one-sided test (stats.p_relative_loss_above)
+    of 'loss <= factor x estimate' (or <= the gate's ceiling without a positive estimate) at alpha."""
+    name, factor = "adoption loss vs cloud", config.costs.estimate_flag_factor
+    estimate = candidate.quality_loss
+    basis = "quality_loss of the candidate" if estimate is not None else "no quality_loss declared"
+    k_e, n_e, k_c, n_c = field["edge_adopted"], field["edge_rows"], field["cloud_adopted"], field["cloud_rows"]
+    if not n_c or not k_c:
+        return Dimension(name, "share", estimate, None, basis, f"no cloud rows of {candidate.task} on "
+                         f"{', '.join(tiers)}", None, False, "")
+    e_rate, c_rate = k_e / n_e, k_c / n_c
+    loss = (c_rate - e_rate) / c_rate
+    conf = config.statistics.confidence
+    lo, hi = stats.relative_loss_interval(k_e, n_e, k_c, n_c, conf) or (loss, loss)
+    measured_basis = (f"(cloud {c_rate:.2%} of {n_c:,} - edge {e_rate:.2%} of {n_e:,}) / cloud adoption, "
+                      f"{conf:.0%} interval [{lo:.2%}, {hi:.2%}]")
+    ceiling = config.gates_for(candidate.task).quality_loss.max_relative_loss
+    positive = estimate is not None and estimate > 0
+    tolerance = factor * estimate if positive else ceiling
+    p = stats.p_relative_loss_above(k_e, n_e, k_c, n_c, tolerance)
+    flagged = p < 1 - conf
+    reason = ""
+    if flagged:
+        reason = (f"the field's loss is above {factor:g} x the estimate ({tolerance:.2%}), p = {p:.2g}" if positive
+                  else f"no positive estimate, and the field's loss is above the gate's {ceiling:.0%}, p = {p:.2g}")
+    return Dimension(name, "share", estimate, loss, basis, measured_basis, loss / estimate if positive else None,
+                     flagged, reason)
 
 
 def estimate_tables(con: duckdb.DuckDBPyConnection, params: dict[str, Any], config: Config, tasks: list[str],
