@@ -205,10 +205,10 @@ def _quality(candidate: admit.Candidate, field: dict[str, Any], tiers: list[str]
     tolerance = factor * estimate if positive else ceiling
     p = stats.p_relative_loss_above(k_e, n_e, k_c, n_c, tolerance)
     flagged = p < 1 - conf
-    reason = ""
+    reason, p_text = "", "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
     if flagged:
-        reason = (f"the field's loss is above {factor:g} x the estimate ({tolerance:.2%}), p = {p:.2g}" if positive
-                  else f"no positive estimate, and the field's loss is above the gate's {ceiling:.0%}, p = {p:.2g}")
+        reason = (f"the field's loss is above {factor:g} x the estimate ({tolerance:.2%}), {p_text}" if positive
+                  else f"no positive estimate, and the field's loss is above the gate's {ceiling:.0%}, {p_text}")
     return Dimension(name, "share", estimate, loss, basis, measured_basis, loss / estimate if positive else None,
                      flagged, reason)
 

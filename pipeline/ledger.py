@@ -143,7 +143,7 @@ def _cloud_entry(config: Config, task: str) -> tuple[CloudCost | None, str]:
         return cloud[task], f"costs.cloud.{task}"
     if "default" in cloud:
         return cloud["default"], "costs.cloud.default"
-    return None, f"costs.cloud.{task}"
+    return None, f"costs.cloud.{task} (or costs.cloud.default)"
 
 
 def cloud_cost(entry: CloudCost | None, key: str, requests: int, tokens: int, currency: str,
@@ -151,7 +151,7 @@ def cloud_cost(entry: CloudCost | None, key: str, requests: int, tokens: int, cu
     """n x per_request + tokens / 1000 x per_1k_tokens (either part may be undeclared, not both)."""
     if entry is None or (entry.per_request is None and entry.per_1k_tokens is None):
         return Figure(None, currency, f"{what}: no cloud cost declared",
-                      (f"{key}.per_request or {key}.per_1k_tokens",))
+                      (f"{key}: per_request or per_1k_tokens",))
     value, parts = 0.0, []
     if entry.per_request is not None:
         value += requests * entry.per_request
@@ -202,7 +202,7 @@ def _segment_figures(task: str, tier: str, c: dict[str, Any], config: Config) ->
         f["cloud_check_cost"] = Figure(0.0, cur, "no cloud checks")
     elif entry is None or entry.check_per_request is None:
         f["cloud_check_cost"] = Figure(None, cur, "the cloud checks: no check cost declared",
-                                       (f"{key}.check_per_request",))
+                                       (f"{key}: check_per_request",))
     else:
         f["cloud_check_cost"] = Figure(c["cloud_checks"] * entry.check_per_request, cur,
                                        f"{c['cloud_checks']:,} checks x {entry.check_per_request:g} "
@@ -346,10 +346,11 @@ def render_text(ledger: Ledger) -> str:
     width = max(len(_label(n)) for n in RELEASE_LINES)
     for name in RELEASE_LINES:
         f = ledger.totals[name]
+        missing = ", ".join(f.missing) if name != "net" else "the costs listed below"
         out.append(f"  {_label(name):<{width}}  {_value_text(f, ledger.currency):>16}  {f.basis}"
-                   + (f" [missing: {', '.join(f.missing)}]" if f.missing else ""))
+                   + (f" [missing: {missing}]" if f.missing else ""))
     missing = ledger.missing_costs
-    out += ["", "Costs missing (terms not computed): " + ", ".join(missing) if missing
+    out += ["", "Costs missing (terms not computed): " + "; ".join(missing) if missing
             else "Every cost term has its inputs."]
     out += ["", "Per segment (task/tier/bucket); '–' = its inputs are missing"]
     columns = ["segment"] + [title for _, title in COLUMNS]
