@@ -352,6 +352,8 @@ def render_text(ledger: Ledger) -> str:
     missing = ledger.missing_costs
     out += ["", "Costs missing (terms not computed): " + "; ".join(missing) if missing
             else "Every cost term has its inputs."]
+    if not ledger.segments:
+        out += ["", "The release has no rows in the evaluation window: nothing to account for."]
     out += ["", "Per segment (task/tier/bucket); '–' = its inputs are missing"]
     columns = ["segment"] + [title for _, title in COLUMNS]
     rows = [tuple([s.key] + [_cell(s.figures[name]) for name, _ in COLUMNS]) for s in ledger.segments]

@@ -357,3 +357,23 @@ def test_cli_ledger_json_and_exit_codes(sim, tmp_path):
     assert text.returncode == 0
     assert "Costs missing (terms not computed): " in text.stdout
     assert "Estimate beside measurement: rewrite (gates/candidates/rewrite.yaml" in text.stdout
+
+
+def test_cli_ledger_bad_costs_name_the_key(sim, tmp_path):
+    dbp = str(sim["healthy"]["db"])
+    for costs, message in (({"cloud": {"rewrite": {"per_request": -1}}},
+                            "costs.cloud.rewrite.per_request must be between 0 and 1000000.0, got -1.0"),
+                           ({"power_w": {"tiny": 3}}, "unknown key 'costs.power_w.tiny'; expected one of: low, mid, "
+                                                      "high, flagship"),
+                           ({"update": {"installs": "many"}}, "costs.update.installs must be a number, got 'many'")):
+        bad = _config_with_costs(tmp_path, costs)
+        run = run_cli("ledger", "--release", "4.12", "--db", dbp, "--config", str(bad))
+        assert run.returncode == 2 and run.stdout == ""
+        assert run.stderr == f"pipeline ledger: error: {bad}: {message}\n"
+
+
+def test_a_window_without_rows_accounts_for_nothing(sim):
+    ledger = _ledger(sim["healthy"]["db"], load_config(sim["costs_config"]), as_of=START - timedelta(days=30))
+    assert ledger.segments == () and ledger.estimates == ()
+    assert ledger.totals["edge_requests"].value == 0 and ledger.totals["throttled_share"].value is None
+    assert "The release has no rows in the evaluation window: nothing to account for." in str(ledger)
