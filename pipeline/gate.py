@@ -31,13 +31,13 @@ import duckdb
 from pipeline import sqlfiles, stats
 from pipeline.config import Config
 from pipeline.errors import UnknownRelease
+from pipeline.registry import GATE_NAMES
 
 COUNTS_SQL = "gate/segment_counts"
 QUANTILES_SQL = "gate/segment_quantiles"
 DEVICE_DAYS_SQL = "gate/device_days"
 _QUANTILE_FIGURES = ("peak", "resident", "total", "cold", "rise")
-GATE_ORDER = ["peak_memory", "resident_memory", "inference_duration", "cold_start", "quality_loss",
-              "failure_detectability", "fallback_rate", "weak_network_latency", "thermal", "daily_edge_seconds"]
+GATE_ORDER = list(GATE_NAMES)
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
 
