@@ -22,8 +22,9 @@ release:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -31,6 +32,7 @@ import duckdb
 from pipeline import sqlfiles
 from pipeline.config import CloudCost, Config
 from pipeline.errors import UnknownRelease
+from pipeline.estimates import EstimateTable, estimate_tables
 
 SEGMENTS_SQL = "ledger/segments"
 TIER_ORDER = ("low", "mid", "high", "flagship")
@@ -61,17 +63,16 @@ def _json_number(v: float | None) -> float | None:
 
 
 def fmt_amount(v: float | None, unit: str = "") -> str:
+    """Counts whole, shares in %, seconds whole, money and Wh with 2 decimals (3 significant digits below 1)."""
     if v is None:
         return "–"
     if unit == "share":
         return f"{100 * v:.1f} %"
-    if isinstance(v, int) or unit in ("requests", "tokens"):
+    if unit in ("requests", "tokens"):
         return f"{int(v):,}"
-    if v == 0 or abs(v) >= 100:
-        text = f"{v:,.0f}" if unit in ("s",) else f"{v:,.2f}"
-    else:
-        text = f"{v:.3g}" if abs(v) < 1 else f"{v:,.2f}"
-    return text
+    if unit == "s":
+        return f"{v:,.0f}"
+    return f"{v:.3g}" if 0 < abs(v) < 1 else f"{v:,.2f}"
 
 
 def _share(n: int, d: int, what: str) -> Figure:
@@ -107,7 +108,7 @@ class Ledger:
     currency: str
     segments: tuple[SegmentLedger, ...]
     totals: dict[str, Figure]
-    estimates: tuple[Any, ...] = field(default=())  # estimates.EstimateTable, one per task with a candidate
+    estimates: tuple[EstimateTable, ...] = ()  # one per task with a candidate file
 
     @property
     def missing_costs(self) -> list[str]:
@@ -277,12 +278,11 @@ def _order(s: SegmentLedger) -> tuple:
 
 
 def compute_ledger(con: duckdb.DuckDBPyConnection, release: str, config: Config, as_of: datetime | None = None,
-                   candidates: list[Any] | None = None) -> Ledger:
+                   candidates: list[Path] | None = None) -> Ledger:
     """The ledger of `release` over the gate's window up to `as_of` (default now), with the estimate-beside-
     measurement table of every task that has a candidate file (`candidates`, else gates/candidates/<task>.yaml).
     The connection's derived fields must follow `config` (aggregate.use_settings)."""
     from pipeline.db import utcnow
-    from pipeline.estimates import estimate_tables
     from pipeline.gate import releases
 
     as_of = as_of or utcnow()
