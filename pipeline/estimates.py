@@ -29,16 +29,16 @@ from typing import Any
 
 import duckdb
 
-from pipeline import admit, sqlfiles, stats
-from pipeline.config import DEFAULT_CONFIG, Config
+from pipeline import admit, package_data, sqlfiles, stats
+from pipeline.config import Config
 
 FIELD_SQL = "ledger/field"
 MB = 2**20  # the contract's MB: peak_mem_ratio = peak_mem_mb / (mem_class_gb * 1024)
 
 
 def candidates_dir() -> Path:
-    """The shipped candidate files: next to the default gate config, wherever that is installed."""
-    return DEFAULT_CONFIG.parent / "candidates"
+    """The shipped candidate files (gates/candidates/, package data beside the default gate config)."""
+    return package_data.folder("gates") / "candidates"
 
 
 def default_candidate(task: str) -> Path | None:

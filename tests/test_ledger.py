@@ -280,7 +280,7 @@ def test_the_flag_factor_comes_from_the_config(sim, tmp_path):
 
 
 def test_default_candidates_are_found_beside_the_default_config():
-    assert candidates_dir() == DEFAULT_CONFIG.parent / "candidates"
+    assert candidates_dir() == DEFAULT_CONFIG.parent / "candidates"  # package data, as the default config
     assert default_candidate("rewrite") == candidates_dir() / "rewrite.yaml"
     assert default_candidate("summarize") is None  # the shipped file is summary.yaml, for task `summary`
     assert default_candidate("../admission") is None
