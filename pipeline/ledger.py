@@ -29,10 +29,11 @@ from typing import Any
 
 import duckdb
 
-from pipeline import sqlfiles
+from pipeline import clock, sqlfiles
 from pipeline.config import CloudCost, Config
 from pipeline.errors import UnknownRelease
 from pipeline.estimates import EstimateTable, estimate_tables
+from pipeline.output_schema import SCHEMA_VERSION
 
 SEGMENTS_SQL = "ledger/segments"
 TIER_ORDER = ("low", "mid", "high", "flagship")
@@ -119,6 +120,7 @@ class Ledger:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "release": self.release,
             "as_of": self.as_of.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "window": {"start": self.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -282,10 +284,9 @@ def compute_ledger(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     """The ledger of `release` over the gate's window up to `as_of` (default now), with the estimate-beside-
     measurement table of every task that has a candidate file (`candidates`, else gates/candidates/<task>.yaml).
     The connection's derived fields must follow `config` (aggregate.use_settings)."""
-    from pipeline.db import utcnow
     from pipeline.gate import releases
 
-    as_of = as_of or utcnow()
+    as_of = clock.now(as_of)
     known = releases(con)
     if release not in known:
         if not known:
