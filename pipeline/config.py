@@ -124,8 +124,8 @@ class Routing:
 @dataclass(frozen=True)
 class Rollout:
     """Rollout state per segment across evaluations (pipeline/rollout.py). A look is one as-of day."""
-    fail_looks: int = _f(2, 1, 30, help="failing looks among the last `window_looks` that roll a segment back")
-    window_looks: int = _f(3, 1, 30, help="decisive (pass or fail) looks counted for fail_looks")
+    fail_looks: int = _f(1, 1, 30, help="failing looks among the last `window_looks` that roll a segment back")
+    window_looks: int = _f(1, 1, 30, help="decisive (pass or fail) looks counted for fail_looks")
     min_dwell_days: int = _f(2, 0, 365, help="a rollback lasts at least this many days after its last failing look")
     recover_looks: int = _f(3, 1, 60, help="consecutive passing looks in recovering before ok again")
 
