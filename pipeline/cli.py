@@ -242,6 +242,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         else:
             states = recorded.states or states
+            if not args.json:
+                print(f"rollout of release {result.release} now: {rollout.describe(states, config)} "
+                      f"(pipeline state --release {result.release})")
             if not args.no_alerts:
                 _deliver_alerts(args, config)
     if args.routing_out:
