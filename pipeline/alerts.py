@@ -104,7 +104,7 @@ def alert_for_change(con: Any, release: str, before: rollout.Status, after: roll
                      now: datetime) -> dict[str, Any] | None:
     """The alert the move from `before` to `after` raises at `now`, if any."""
     number = sqlfiles.run(con, "alerts/count", {"release": release}).fetchone()[0]
-    if before != after:
+    if not before.same_as(after):
         return build_alert(release, before, after, states, result, config, number)
     if after.severity != "critical":
         return None

@@ -210,6 +210,10 @@ class Status:
     segments: tuple[str, ...]  # the segments the kind is about (rolled back, or suspect)
     total: int  # segments of the release
 
+    def same_as(self, other: Status) -> bool:
+        """The same status, whatever the number of segments around it."""
+        return (self.kind, self.segments) == (other.kind, other.segments)
+
     @property
     def severity(self) -> str:
         return {"rollback_to_cloud": "critical", "partial_rollback": "critical", "suspect": "warning",
@@ -245,7 +249,7 @@ def route_for(segment: str, states: dict[str, SegmentState], config: Config) -> 
     s = states.get(segment) or SegmentState(segment)
     rel = states.get(RELEASE)
     if release_rolled_back(states):
-        why = f"release-wide rollback ({rel.reason})" if rel and rel.state in ROLLED else \
+        why = f"release-wide rollback: {rel.reason}" if rel and rel.state in ROLLED else \
             "release-wide rollback: every judged segment is rolled back"
         return "cloud", why
     if s.state in ROLLED:
