@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline import package_data
 from pipeline.errors import ConfigError
 from pipeline.registry import CLOUD_CHECK_CATCHES, GATE_NAMES
 from pipeline.yamlspec import build, read_yaml, setting
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "gates" / "admission.yaml"
+DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
+CONFIG_ENV = "PIPELINE_CONFIG"  # a config path for every command, beside PIPELINE_DB
 MODES = ("enforce", "observe")
 NETWORK_TYPES = ("wifi", "5g", "4g", "3g", "2g", "offline", "unknown")  # the contract's network_type values
 
@@ -177,7 +180,7 @@ def _task_overrides(overrides: Any, config: Config) -> dict[str, Gates]:
 
 
 def load_config(path: Path | None = None) -> Config:
-    path = Path(path or DEFAULT_CONFIG)
+    path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
     raw = read_yaml(path, "config") or {}
     try:
         overrides = raw.pop("task_overrides", None) if isinstance(raw, dict) else None

@@ -284,6 +284,8 @@ def headline(status: Status, before: Status, config: Config,
         if not n:
             return "not enough data: no edge rows to judge in the window"
         return f"not enough data: {n} segments on {config.routing.insufficient_data_route} until judged"
+    if before.kind == "ok":
+        return f"ok: no segment rolled back ({n} segments)"
     if before.kind == "insufficient_data":
         return f"judged: all {n} segments keep the edge"
     return f"recovered: no segment rolled back any more ({n} segments)"
@@ -310,7 +312,10 @@ class StateView:
 
     def to_dict(self) -> dict[str, Any]:
         st = status(self.states)
-        return {"release": self.release, "status": st.kind, "severity": st.severity,
+        from pipeline.output_schema import SCHEMA_VERSION
+
+        return {"schema_version": SCHEMA_VERSION, "release": self.release, "status": st.kind,
+                "severity": st.severity,
                 "headline": headline(st, st, self.config, routes(self.states, self.config)),
                 "policy": dataclasses.asdict(self.config.rollout), "segments": self._rows()}
 

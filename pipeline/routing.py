@@ -16,8 +16,9 @@ from typing import Any
 
 from pipeline import rollout
 from pipeline.config import Config
+from pipeline.output_schema import SCHEMA_VERSION
 
-ROUTING_TABLE_VERSION = 1
+ROUTING_TABLE_VERSION = SCHEMA_VERSION  # `version`, the field the app reads, predates schema_version
 
 
 def routing_table(result: Any, config: Config, states: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -29,8 +30,8 @@ def routing_table(result: Any, config: Config, states: dict[str, Any] | None = N
         route, why = rollout.route_for(s.key, states, config)
         routes.append({"task": s.task, "device_tier": s.device_tier, "network_bucket": s.network_bucket,
                        "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why})
-    return {"version": ROUTING_TABLE_VERSION, "release": result.release, "verdict": result.verdict,
-            "rollout": rollout.status(states).kind,
+    return {"schema_version": SCHEMA_VERSION, "version": ROUTING_TABLE_VERSION, "release": result.release,
+            "verdict": result.verdict, "rollout": rollout.status(states).kind,
             "derived_at": result.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "config_digest": result.config_digest,
             "default_route": "cloud", "routes": routes}
 

@@ -348,7 +348,7 @@ def test_a_truncated_line_is_set_aside_and_the_next_run_succeeds(db_path):
             f"{pending.rejected_path(db_path)}") in proc.stderr
     assert pending.rejected_path(db_path).read_text().startswith('{"evaluation_uid": "cut"')
     assert not pending.pending_path(db_path).exists()
-    assert one(db_path, "SELECT trigger FROM evaluations ORDER BY evaluated_at") == [("nightly",), ("manual",)]
+    assert one(db_path, "SELECT trigger FROM evaluations ORDER BY evaluation_id") == [("nightly",), ("manual",)]
     again = run_cli("gate", "--db", str(db_path), "--release", "4.12", "--as-of", "2026-11-27", "--no-alerts")
     assert again.returncode == 0 and "warning" not in again.stderr
     assert one(db_path, "SELECT count(*) FROM evaluations") == [(3,)]
