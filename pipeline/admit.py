@@ -73,15 +73,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import yaml
-
 from pipeline.errors import ConfigError
+from pipeline.yamlspec import build, read_yaml, setting
 
 if TYPE_CHECKING:
     from pipeline.config import Config
@@ -108,8 +106,9 @@ MAX_SCORE = 3 * sum(weight for _, weight in FACTORS)
 
 def _f(default: Any = dataclasses.MISSING, *, lo: float | None = None, hi: float | None = None,
        above: float | None = None, choices: tuple | None = None, help: str = "") -> Any:
-    """A field; no default = required. `above` is an exclusive lower bound."""
-    return field(default=default, metadata={"lo": lo, "hi": hi, "above": above, "choices": choices, "help": help})
+    """A field of the candidate file (pipeline/yamlspec.py); no default = required, strings not blank."""
+    return setting(default, lo=lo, hi=hi, above=above, choices=choices, blank=False,
+                   min_items=1, help=help)
 
 
 # ---------------------------------------------------------------- the candidate
@@ -183,86 +182,12 @@ class Candidate:
         return self.prompt_tokens + self.output_tokens
 
 
-_TYPE_NAMES = {float: "a number", int: "a whole number", str: "a string", bool: "true or false"}
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _scalar(tp: Any, value: Any, key: str, meta: dict) -> Any:
-    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
-        value = float(value)
-        if not math.isfinite(value):
-            raise ValueError(f"{key} must be a finite number, got {_show(value)}")
-    elif tp is int and isinstance(value, int) and not isinstance(value, bool):
-        pass
-    elif tp in (str, bool) and isinstance(value, tp):
-        if tp is str and not value.strip():
-            raise ValueError(f"{key} must not be empty")
-    else:
-        raise ValueError(f"{key} must be {_TYPE_NAMES.get(tp, tp)}, got {_show(value)}")
-    choices = meta.get("choices")
-    if choices and value not in choices:
-        raise ValueError(f"{key} must be one of {', '.join(map(str, choices))}, got {_show(value)}")
-    lo, hi, above = meta.get("lo"), meta.get("hi"), meta.get("above")
-    if lo is not None and value < lo:
-        raise ValueError(f"{key} must be >= {lo}, got {_show(value)}")
-    if above is not None and value <= above:
-        raise ValueError(f"{key} must be > {above}, got {_show(value)}")
-    if hi is not None and value > hi:
-        raise ValueError(f"{key} must be <= {hi}, got {_show(value)}")
-    return value
-
-
-def _value(tp: Any, value: Any, key: str, meta: dict) -> Any:
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, key)
-    if typing.get_origin(tp) is tuple:
-        if not isinstance(value, list) or not value:
-            raise ValueError(f"{key} must be a non-empty list, got {_show(value)}")
-        item = typing.get_args(tp)[0]
-        return tuple(_value(item, v, f"{key}[{i}]", {}) for i, v in enumerate(value))
-    args = typing.get_args(tp)
-    if type(None) in args:  # `X | None`: null means "not declared"
-        if value is None:
-            return None
-        tp = next(a for a in args if a is not type(None))
-    return _scalar(tp, value, key, meta)
-
-
-def _build(cls: Any, raw: Any, prefix: str) -> Any:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{prefix or 'the file'} must be a mapping, got {_show(raw)}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for key in raw:
-        if key not in fields:
-            dotted = f"{prefix}.{key}" if prefix else str(key)
-            raise ValueError(f"unknown key {dotted!r}; expected one of: {', '.join(fields)}")
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for name, f in fields.items():
-        dotted = f"{prefix}.{name}" if prefix else name
-        if name not in raw:
-            if f.default is dataclasses.MISSING:
-                raise ValueError(f"{dotted} is required ({f.metadata['help']})")
-            continue
-        values[name] = _value(hints[name], raw[name], dotted, dict(f.metadata))
-    return cls(**values)
-
-
 def load_candidate(path: Path | str) -> Candidate:
     """Read and check a candidate YAML; every problem is a one-line ConfigError naming the file and key."""
     path = Path(path)
+    raw = read_yaml(path, "candidate")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the candidate: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
-    try:
-        candidate = _build(Candidate, raw, "")
+        candidate = build(Candidate, raw)
         model = candidate.model
         if model.embedding_unquantized_billions > model.params_billions:
             raise ValueError("model.embedding_unquantized_billions must not exceed model.params_billions, "

@@ -1,10 +1,21 @@
-"""Alerts: every evaluation raises one, "keep edge" (info) or "roll back to cloud"
-(critical, with the failing segments and gates and their numbers; never a
-device id). Delivery goes through the `alerts` outbox table, at least once:
+"""Alerts: one per change of a release's rollout state (pipeline/rollout.py), titled
+by what it means for the app, never with a device id:
 
-- enqueue (with the evaluation, in its transaction): one row per configured sink,
-  unless the last alert of the release had the same signature (verdict and
-  failing segment/gate pairs) within `alerts.repeat_interval_hours`;
+    kind               severity  title (after "Release R: ")
+    rollback_to_cloud  critical  rollback: all 19 segments to cloud
+    partial_rollback   critical  partial rollback: 5 of 19 segments to cloud
+    suspect            warning   suspect: 2 of 19 segments failed a look; cloud check on until the next looks decide
+    insufficient_data  warning   not enough data: 19 segments on edge_with_cloud_check until judged
+    ok (after another) info      recovered: no segment rolled back any more (19 segments)   [resolves the last one]
+
+An unchanged critical state is sent again after `alerts.repeat_interval_hours`;
+nothing else repeats. `dedup_key` is the same for every alert about one
+(release, segment set, state); `alert_id` also counts the release's alerts, so a
+second rollback of the same segments after a recovery is a new message. Both
+travel with the alert; `alert_id` is the webhook's `Idempotency-Key`.
+
+Delivery goes through the `alerts` outbox table, at least once:
+- enqueue (with the evaluation, in its transaction): one row per configured sink;
 - deliver: every pending row, without holding the database while sending. A
   temporary failure (connection refused, timeout, 5xx, 429) is retried with
   capped exponential backoff and, if it persists, stays pending for the next
@@ -26,51 +37,84 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline import db, sqlfiles
+from pipeline import db, rollout, sqlfiles
 from pipeline.config import Config
 from pipeline.errors import TransientError
+from pipeline.registry import label
 from pipeline.render import fmt_value
 
 MAX_BACKOFF_S = 30.0
+MAX_SEGMENT_LINES = 20
 
 
 class PermanentError(Exception):
     pass
 
 
-def _signature(result: Any) -> str:
-    failing = sorted(f"{s.key}:{g}" for s in result.segments if s.decision == "rollback_to_cloud"
-                     for g in s.failed_gates)
-    failing += sorted(f"release:{g}" for g, c in result.release_wide.items() if c.blocks)
-    return hashlib.sha256(json.dumps([result.verdict, failing]).encode()).hexdigest()[:16]
+def _incident(release: str, status: rollout.Status) -> str:
+    return hashlib.sha256(f"{release}|{status.kind}|{','.join(status.segments)}".encode()).hexdigest()[:16]
 
 
-def build_alert(result: Any) -> dict[str, Any]:
-    rolled = [s for s in result.segments if s.decision == "rollback_to_cloud"]
-    judged = [s for s in result.segments if s.decision != "insufficient_data"]
-    critical = result.verdict in ("rollback_to_cloud", "partial_rollback")
-    title = (f"Release {result.release}: ROLL BACK TO CLOUD ({result.verdict})" if critical
-             else f"Release {result.release}: keep edge ({result.verdict})")
-    lines = [title, f"{len(rolled)} of {len(judged)} judged segments roll back; {result.note}."]
-    for g, c in result.release_wide.items():
-        if c.blocks:
-            lines.append(f"release-wide {g}: {fmt_value(c.measured)} vs threshold {fmt_value(c.threshold)}")
+def build_alert(release: str, before: rollout.Status, after: rollout.Status, states: dict[str, Any],
+                result: dict[str, Any], config: Config, number: int, repeat: bool = False) -> dict[str, Any]:
+    """The alert for the move `before` -> `after` (or a repeat of `after`); `result` is the stored
+    evaluation (GateResult.to_dict()) whose figures the lines quote; `number` counts earlier alerts."""
+    routes = rollout.routes(states, config)
+    title = f"Release {release}: {rollout.headline(after, before, config, routes)}"
+    counts: dict[str, int] = {}
+    for route, _ in routes.values():
+        counts[route] = counts.get(route, 0) + 1
+    shown_routes = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none"
+    lines = [title + (" (still, repeated)" if repeat else ""),
+             f"evaluated as of {result['as_of']}: verdict {result['verdict']}; routes now: {shown_routes}; "
+             f"see `pipeline state --release {release}`"]
+    for g, c in result["release_wide"].items():
+        if c["status"] == "fail" and c["mode"] == "enforce":
+            lines.append(f"release-wide {label(g)}: {fmt_value(c['measured'])} vs threshold "
+                         f"{fmt_value(c['threshold'])}")
+    metrics = {f"{s['task']}/{s['device_tier']}/{s['network_bucket']}": s for s in result["segments"]}
     failing = []
-    for s in rolled:
-        gates = [{"gate": g, "measured": s.checks[g].measured, "threshold": s.checks[g].threshold}
-                 for g in s.failed_gates]
-        failing.append({"segment": s.key, "rows": s.rows, "gates": gates})
-        shown = ", ".join(f"{x['gate']} {fmt_value(x['measured'])} vs {fmt_value(x['threshold'])}" for x in gates)
-        lines.append(f"- {s.key} ({s.rows} rows): {shown}")
-    if critical:  # what the rollback costs and how far the launch estimates were off: the ledger and the report
-        lines.append(f"ledger: pipeline ledger --release {result.release} (also in pipeline report --release "
-                     f"{result.release})")
-    alert_id = hashlib.sha256(f"{result.release}|{result.evaluated_at.isoformat()}|{_signature(result)}"
-                              .encode()).hexdigest()[:24]
-    return {"alert_id": alert_id, "severity": "critical" if critical else "info", "release": result.release,
-            "verdict": result.verdict, "signature": _signature(result),
-            "evaluated_at": result.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "title": title, "text": "\n".join(lines), "failing_segments": failing}
+    about = [k for k, st in sorted(states.items()) if k != rollout.RELEASE and st.state in (*rollout.ROLLED, "suspect")]
+    for key in about:
+        st, seg = states[key], metrics.get(key)
+        gates = [{"gate": g, "measured": seg["metrics"][g]["measured"] if seg else None,
+                  "threshold": seg["metrics"][g]["threshold"] if seg else None} for g in st.failed_gates]
+        failing.append({"segment": key, "state": st.state, "since": st.since.isoformat() if st.since else None,
+                        "rows": seg["rows"] if seg else 0, "gates": gates})
+    for f in failing[:MAX_SEGMENT_LINES]:
+        shown = ", ".join(f"{label(x['gate'])} {fmt_value(x['measured'])} vs {fmt_value(x['threshold'])}"
+                          for x in f["gates"])
+        lines.append(f"- {f['segment']} ({f['state']} since {f['since']}, {f['rows']} rows): {shown}")
+    if len(failing) > MAX_SEGMENT_LINES:
+        lines.append(f"- ... and {len(failing) - MAX_SEGMENT_LINES} more segments")
+    if after.severity == "critical":  # what the rollback costs and how far the launch estimates were off
+        lines.append(f"ledger: pipeline ledger --release {release} (also in pipeline report --release {release})")
+    incident = _incident(release, after)
+    alert = {"alert_id": hashlib.sha256(f"{incident}|{number}".encode()).hexdigest()[:24], "dedup_key": incident,
+             "kind": after.kind if after.kind != "ok" else "resolved", "severity": after.severity,
+             "release": release, "verdict": result["verdict"], "signature": incident, "repeat": repeat,
+             "evaluated_at": result["evaluated_at"], "as_of": result["as_of"], "title": title,
+             "text": "\n".join(lines), "failing_segments": failing,
+             "routes": counts}
+    if after.kind == "ok":
+        alert["resolves"] = _incident(release, before)
+    return alert
+
+
+def alert_for_change(con: Any, release: str, before: rollout.Status, after: rollout.Status,
+                     states: dict[str, Any], result: dict[str, Any], config: Config,
+                     now: datetime) -> dict[str, Any] | None:
+    """The alert the move from `before` to `after` raises at `now`, if any."""
+    number = sqlfiles.run(con, "alerts/count", {"release": release}).fetchone()[0]
+    if not before.same_as(after):
+        return build_alert(release, before, after, states, result, config, number)
+    if after.severity != "critical":
+        return None
+    last = sqlfiles.run(con, "alerts/last_alert", {"release": release}).fetchone()
+    if last and last[0] == _incident(release, after) and now - last[1] < timedelta(
+            hours=config.alerts.repeat_interval_hours):
+        return None
+    return build_alert(release, before, after, states, result, config, number, repeat=True)
 
 
 def sinks(config: Config) -> list[str]:
@@ -79,18 +123,13 @@ def sinks(config: Config) -> list[str]:
                                   ("webhook", bool(a.webhook_url))) if on]
 
 
-def enqueue(con: Any, alert: dict[str, Any], config: Config, now: datetime) -> bool:
-    """Put an alert (from build_alert) in the outbox; False when it repeats the last one too soon."""
-    last = sqlfiles.run(con, "alerts/last_alert", {"release": alert["release"]}).fetchone()
-    repeat = timedelta(hours=config.alerts.repeat_interval_hours)
-    if last and last[0] == alert["signature"] and now - last[1] < repeat:
-        return False
+def enqueue(con: Any, alert: dict[str, Any], config: Config, now: datetime) -> None:
+    """Put an alert (from build_alert) in the outbox, one row per sink."""
     for sink in sinks(config):
         sqlfiles.run(con, "alerts/enqueue", {
             "alert_id": alert["alert_id"], "sink": sink, "release": alert["release"], "verdict": alert["verdict"],
             "signature": alert["signature"], "severity": alert["severity"], "created_at": now,
             "payload": json.dumps(alert)})
-    return True
 
 
 @dataclass

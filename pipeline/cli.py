@@ -227,20 +227,34 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.release:
         raise UsageError("--release is required (or --check-config)")
+    from pipeline import rollout
+    from pipeline.history import default_trigger, record_evaluation
+
     with _warehouse(args, config) as con:
         result = _evaluate(args, config, con)
+        states = rollout.preview(con, result.to_dict(), config)  # what storing it will make of the states
+    _show(args, result)
+    if args.dry_run:
+        print(f"pipeline gate: dry run: nothing stored, no alert; rollout would be: "
+              f"{rollout.describe(states, config)}", file=sys.stderr)
+    else:
+        recorded = record_evaluation(_db(args), result, config, trigger=args.trigger or default_trigger())
+        for warning in recorded.warnings:
+            print(f"pipeline gate: warning: {warning}", file=sys.stderr)
+        if not recorded:
+            print("pipeline gate: another writer is busy; this evaluation and its alert are stored by the next one",
+                  file=sys.stderr)
+        else:
+            states = recorded.states or states
+            if not args.json:
+                print(f"rollout of release {result.release} now: {rollout.describe(states, config)} "
+                      f"(pipeline state --release {result.release})")
+            if not args.no_alerts:
+                _deliver_alerts(args, config)
     if args.routing_out:
         from pipeline.routing import write_routing_table
 
-        write_routing_table(result, config, args.routing_out)
-    from pipeline.history import record_evaluation
-
-    _show(args, result)
-    if not record_evaluation(_db(args), result, config):
-        print("pipeline gate: another writer is busy; this evaluation and its alert are stored by the next one",
-              file=sys.stderr)
-    elif not args.no_alerts:
-        _deliver_alerts(args, config)
+        write_routing_table(result, config, args.routing_out, states)
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
 
 
@@ -287,9 +301,21 @@ def cmd_history(args: argparse.Namespace) -> int:
     from pipeline.history import history
     from pipeline.render import rows_as
 
+    if args.limit < 1:
+        raise UsageError("--limit must be >= 1")
     with db.reading(_db(args)) as con:
-        columns, rows = history(con, args.release)
-    print(rows_as(_format(args), columns, rows))
+        columns, rows = history(con, args.release, args.limit)
+    print(rows_as("json" if args.json else _format(args), columns, rows))
+    return EXIT_OK
+
+
+def cmd_state(args: argparse.Namespace) -> int:
+    from pipeline import db, rollout
+
+    config = _config(args)
+    with db.reading(_db(args)) as con:
+        view = rollout.StateView(args.release, rollout.stored_states(con, args.release), config)
+    _show(args, view)
     return EXIT_OK
 
 
@@ -449,6 +475,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
     p.add_argument("--check-config", action="store_true", help="only validate the config and exit")
     p.add_argument("--no-alerts", action="store_true", help="store the evaluation and its alert, send nothing now")
+    p.add_argument("--dry-run", action="store_true",
+                   help="compute and print only: store no evaluation, advance no rollout state, raise no alert")
+    p.add_argument("--trigger", choices=["ci", "nightly", "manual"],
+                   help="recorded with the evaluation (default: ci when $CI is set, else manual)")
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("explain", help="every gate's figures for one segment, and why it decided so")
@@ -485,7 +515,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--release", required=True)
     _db_option(p)
     _format_option(p)
+    p.add_argument("--limit", type=int, default=20, help="the newest N evaluations (default 20)")
+    p.add_argument("--json", action="store_true", help="a JSON list (same as --format json)")
     p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("state", help="the rollout state of each segment of a release, its route and why")
+    p.add_argument("--release", required=True)
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_state)
 
     p = sub.add_parser("nightly", help="the main job once: ingest new files, refresh the rollup, judge releases")
     p.add_argument("--landing", type=Path, required=True, help="folder where telemetry Parquet lands")

@@ -10,24 +10,24 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pipeline import package_data
 from pipeline.errors import ConfigError
+from pipeline.registry import CLOUD_CHECK_CATCHES, GATE_NAMES
+from pipeline.yamlspec import build, read_yaml, setting
 
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
 CONFIG_ENV = "PIPELINE_CONFIG"  # a config path for every command, beside PIPELINE_DB
 MODES = ("enforce", "observe")
+NETWORK_TYPES = ("wifi", "5g", "4g", "3g", "2g", "offline", "unknown")  # the contract's network_type values
 
 
 def _f(default: Any, lo: float | None = None, hi: float | None = None, choices: tuple | None = None,
-       help: str = "") -> Any:
-    return field(default=default, metadata={"lo": lo, "hi": hi, "choices": choices, "help": help})
+       help: str = "", **checks: Any) -> Any:
+    return setting(default, lo=lo, hi=hi, choices=choices, help=help, **checks)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,8 @@ class Gates:
 @dataclass(frozen=True)
 class Network:
     weak_rtt_ms: float = _f(300.0, 0, 600_000, help="rtt_ms at or above this is a weak network")
-    weak_network_types: tuple[str, ...] = _f(("2g", "3g"), help="network_type values that are weak")
+    weak_network_types: tuple[str, ...] = _f(("2g", "3g"), choices=NETWORK_TYPES,
+                                             help="network_type values that are weak")
     daily_edge_seconds_cap: float = _f(600.0, 0, 86_400, help="edge inference seconds per device-day")
 
 
@@ -107,7 +108,7 @@ class Alerts:
     repeat_interval_hours: float = _f(24.0, 0, 24 * 365, help="the same verdict is not re-sent sooner")
     stdout: bool = _f(True, help="print each alert")
     jsonl_path: str = _f("", help="append each alert as a JSON line to this file ('' = off)")
-    webhook_url: str = _f("", help="POST each alert as JSON with a `text` field ('' = off)")
+    webhook_url: str = _f("", url=True, help="POST each alert as JSON with a `text` field ('' = off)")
     webhook_timeout_s: float = _f(5.0, 0.1, 300)
     webhook_retries: int = _f(3, 0, 20, help="retries of a temporary failure within one delivery run")
     webhook_backoff_s: float = _f(0.5, 0, 60, help="first retry delay; doubles, capped at 30 s")
@@ -118,9 +119,18 @@ ROUTES = ("edge", "edge_with_cloud_check", "cloud")
 
 @dataclass(frozen=True)
 class Routing:
-    cloud_check_catches: tuple[str, ...] = _f(("quality_loss", "failure_detectability", "fallback_rate"),
+    cloud_check_catches: tuple[str, ...] = _f(CLOUD_CHECK_CATCHES, choices=GATE_NAMES,
                                               help="gates whose failures a cloud check of the edge draft catches")
     insufficient_data_route: str = _f("edge_with_cloud_check", choices=ROUTES)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """Rollout state per segment across evaluations (pipeline/rollout.py). A look is one as-of day."""
+    fail_looks: int = _f(1, 1, 30, help="failing looks among the last `window_looks` that roll a segment back")
+    window_looks: int = _f(1, 1, 30, help="decisive (pass or fail) looks counted for fail_looks")
+    min_dwell_days: int = _f(2, 0, 365, help="a rollback lasts at least this many days after its last failing look")
+    recover_looks: int = _f(3, 1, 60, help="consecutive passing looks in recovering before ok again")
 
 
 @dataclass(frozen=True)
@@ -169,12 +179,14 @@ class Config:
     min_measured_rows: int = _f(100, 1, 10_000_000, help="rows with a value a p95 or rate gate needs")
     min_cloud_rows_for_baseline: int = _f(100, 1, 10_000_000)
     window_days: int = _f(14, 1, 3650)
+    tasks: tuple[str, ...] = _f((), blank=False, help="the product tasks task_overrides may name")
     network: Network = Network()
     gates: Gates = Gates()
     task_overrides: dict[str, Gates] = _f(None, help="per task: gate settings that differ from `gates`")
     statistics: Statistics = Statistics()
     routing: Routing = Routing()
     alerts: Alerts = Alerts()
+    rollout: Rollout = Rollout()
     costs: Costs = Costs()
     source: str = ""
     digest: str = ""
@@ -183,80 +195,39 @@ class Config:
         return (self.task_overrides or {}).get(task, self.gates)
 
 
-def _type_name(tp: Any) -> str:
-    return {float: "a number", int: "a whole number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+def _check_rollout(config: Config) -> None:
+    r = config.rollout
+    if r.fail_looks > r.window_looks:
+        raise ValueError(f"rollout.fail_looks ({r.fail_looks}) must not exceed rollout.window_looks ({r.window_looks})")
+    if r.recover_looks <= r.fail_looks:
+        raise ValueError(f"rollout.recover_looks ({r.recover_looks}) must exceed rollout.fail_looks "
+                         f"({r.fail_looks}): recovering needs more evidence than rolling back")
 
 
-def _check_scalar(value: Any, tp: Any, key: str, meta: dict) -> Any:
-    if type(None) in typing.get_args(tp):  # `float | None`: null or absent = not declared
-        if value is None:
-            return None
-        tp = next(a for a in typing.get_args(tp) if a is not type(None))
-    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
-        value = float(value)
-    elif tp is int and isinstance(value, int) and not isinstance(value, bool):
-        pass
-    elif tp in (str, bool) and isinstance(value, tp):
-        pass
-    else:
-        raise ValueError(f"{key} must be {_type_name(tp)}, got {value!r}")
-    if meta.get("choices") and value not in meta["choices"]:
-        raise ValueError(f"{key} must be one of {', '.join(meta['choices'])}, got {value!r}")
-    lo, hi = meta.get("lo"), meta.get("hi")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ValueError(f"{key} must be between {lo} and {hi}, got {value!r}")
-    return value
-
-
-def _build(cls: Any, raw: Any, prefix: str, base: Any = None) -> Any:
-    """`raw` (a YAML mapping) over `base` (defaults) as an instance of dataclass `cls`."""
-    base = base if base is not None else cls()
-    if not isinstance(raw, dict):
-        raise ValueError(f"{prefix or 'the file'} must be a mapping, got {raw!r}")
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("source", "digest")}
-    values = {}
-    for key, value in raw.items():
-        dotted = f"{prefix}.{key}" if prefix else str(key)
-        if key not in known:
-            raise ValueError(f"unknown key {dotted!r}; expected one of: {', '.join(known)}")
-        tp, meta = hints[key], known[key].metadata
-        current = getattr(base, key)
-        if dataclasses.is_dataclass(tp):
-            values[key] = _build(tp, value, dotted, current)
-        elif typing.get_origin(tp) is dict:  # name -> settings, e.g. costs.cloud.<task>
-            if not isinstance(value, dict):
-                raise ValueError(f"{dotted} must be a mapping of names to settings, got {value!r}")
-            item = typing.get_args(tp)[1]
-            values[key] = {str(k): _build(item, v, f"{dotted}.{k}") for k, v in value.items()}
-        elif typing.get_origin(tp) is tuple:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"{dotted} must be a list of strings, got {value!r}")
-            values[key] = tuple(value)
-        else:
-            values[key] = _check_scalar(value, tp, dotted, meta)
-    return dataclasses.replace(base, **values)
+def _task_overrides(overrides: Any, config: Config) -> dict[str, Gates]:
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise ValueError(f"task_overrides must be a mapping of task to gate settings, got {overrides!r}")
+    per_task: dict[str, Gates] = {}
+    for task, gates in overrides.items():
+        if str(task) not in config.tasks:
+            declared = ", ".join(config.tasks) if config.tasks else "none"
+            raise ValueError(f"task_overrides.{task}: unknown task {str(task)!r}; tasks declared in `tasks` of "
+                             f"this file: {declared} (add it there if it is a new task)")
+        per_task[str(task)] = build(Gates, gates, f"task_overrides.{task}", config.gates)
+    return per_task
 
 
 def load_config(path: Path | None = None) -> Config:
     path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
-    try:
-        text = path.read_text()
-        raw = yaml.safe_load(text) or {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    raw = read_yaml(path, "config") or {}
     try:
         overrides = raw.pop("task_overrides", None) if isinstance(raw, dict) else None
-        config = _build(Config, raw, "")
-        per_task: dict[str, Gates] = {}
-        if overrides is not None:
-            if not isinstance(overrides, dict):
-                raise ValueError(f"task_overrides must be a mapping of task to gate settings, got {overrides!r}")
-            for task, gates in overrides.items():
-                per_task[str(task)] = _build(Gates, gates, f"task_overrides.{task}", config.gates)
+        config = build(Config, raw, "", Config(), skip=("source", "digest"))
+        _check_rollout(config)
+        per_task = _task_overrides(overrides, config)
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     return dataclasses.replace(config, task_overrides=per_task, source=str(path), digest=digest)

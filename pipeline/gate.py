@@ -2,26 +2,32 @@
 edge route or roll back to the cloud. SQL computes the figures
 (sql/gate/segment_counts.sql, segment_quantiles.sql); this module compares them with gates/admission.yaml.
 
-How a gate decides (README "How the gate decides"):
-- p95 budgets (peak/resident memory, inference duration, cold start, thermal
-  rise) compare the p95 itself with the budget; a distribution-free 95 %
-  interval is reported, and a result whose interval straddles the budget is
-  marked borderline.
-- rates and comparisons with the cloud (quality loss, failure detectability,
-  fallback rate, throttled share, weak-network latency) fail only on evidence:
-  a one-sided test at alpha = 1 - confidence, Holm-corrected across all the
-  segments tested for that gate, so a release with many segments is not rolled
-  back by noise. Quality is pooled over network buckets within task x tier (and
-  tested release-wide too): answer quality does not depend on the bucket, and
-  pooling triples the rows behind the test.
-- missing inputs or a NaN/inf figure make a gate insufficient_data, never a
-  pass; a gate with nothing to judge (no cold starts) is not_applicable.
+Two steps, in this order (README "How the gate decides"):
+
+1. measure: every gate of pipeline/registry.py gets a GateCheck holding its
+   figures and its evidence: a point rule (`over_threshold`, e.g. the p95 over
+   its budget), one-sided tests (`tests`: family -> p-value of "within the
+   threshold"), and what could not be judged (`short_of_data`, `inapplicable`).
+   No check has a status yet.
+2. decide (`decide`): one pass over all the checks of the evaluation. Each test
+   family is Holm-corrected across every check that tested it, so a release with
+   many segments is not rolled back by noise; then a check fails on a point rule
+   or a rejected test, is insufficient_data when part of it could not be judged
+   and nothing failed, is not_applicable when there was nothing to judge, and
+   passes only with evidence. A check that was never decided (status None) never
+   passes and never lets a segment keep the edge.
+
+Segment.decision and GateResult.verdict are derived from the statuses.
+Quality is pooled over network buckets within task x tier (and tested
+release-wide too): answer quality does not depend on the bucket, and pooling
+triples the rows behind the test. The fallback ceiling is judged on its own when
+there is no cloud baseline (only the excess over the cloud needs one).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,22 +38,25 @@ from pipeline import clock, sqlfiles, stats
 from pipeline.config import Config
 from pipeline.errors import UnknownRelease
 from pipeline.output_schema import SCHEMA_VERSION
-from pipeline.registry import GATE_NAMES
+from pipeline.registry import BY_NAME, GATE_NAMES, GATES
 
 COUNTS_SQL = "gate/segment_counts"
 QUANTILES_SQL = "gate/segment_quantiles"
 DEVICE_DAYS_SQL = "gate/device_days"
-_QUANTILE_FIGURES = ("peak", "resident", "total", "cold", "rise")
+_QUANTILE_FIGURES = tuple(g.figure for g in GATES if g.kind == "p95_budget")
 GATE_ORDER = list(GATE_NAMES)
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
+STATUSES = ("pass", "fail", "insufficient_data", "not_applicable")
+# why a check failed when only this test family rejected
+_TEST_NOTES = {"throttled_share": "throttled share above its ceiling"}
 
 
 @dataclass
 class GateCheck:
     gate: str
     mode: str
-    status: str = "pass"  # pass | fail | insufficient_data | not_applicable
+    status: str | None = None  # None until decide(): then one of STATUSES
     measured: float | None = None
     threshold: float | None = None
     baseline: float | None = None
@@ -59,6 +68,11 @@ class GateCheck:
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     sql: str = f"sql/{COUNTS_SQL}.sql"
+    # evidence, filled by measurement and weighed by decide()
+    over_threshold: bool | None = None
+    tests: dict[str, float] = field(default_factory=dict)
+    short_of_data: bool = False
+    inapplicable: bool = False
 
     @property
     def blocks(self) -> bool:
@@ -67,6 +81,7 @@ class GateCheck:
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("status", "mode", "measured", "threshold", "baseline", "baseline_level",
                                            "rows", "p_value", "borderline", "note", "sql")}
+        d["status"] = self.status or "undecided"
         d["interval_95"] = list(self.interval) if self.interval else None
         d.update(self.extra)
         return {k: _json_number(v) for k, v in d.items()}
@@ -87,12 +102,26 @@ class Segment:
     network_bucket: str
     rows: int
     checks: dict[str, GateCheck]
-    decision: str = "keep_edge"
-    needs_rows: int | None = None
+    min_rows: int = 1  # config.min_rows_per_segment: fewer edge rows are not judged
 
     @property
     def key(self) -> str:
         return f"{self.task}/{self.device_tier}/{self.network_bucket}"
+
+    @property
+    def needs_rows(self) -> int | None:
+        return self.min_rows - self.rows if self.rows < self.min_rows else None
+
+    @property
+    def decision(self) -> str:
+        enforced = [c for c in self.checks.values() if c.mode == "enforce"]
+        if self.needs_rows is not None or any(c.status is None for c in enforced):
+            return "insufficient_data"
+        if any(c.status == "fail" for c in enforced):
+            return "rollback_to_cloud"
+        if any(c.status == "insufficient_data" for c in enforced):
+            return "insufficient_data"
+        return "keep_edge"
 
     @property
     def failed_gates(self) -> list[str]:
@@ -111,7 +140,6 @@ class Segment:
 @dataclass
 class GateResult:
     release: str
-    verdict: str
     evaluated_at: datetime
     as_of: datetime
     window_start: datetime
@@ -119,11 +147,47 @@ class GateResult:
     config_digest: str
     segments: list[Segment]
     release_wide: dict[str, GateCheck]
-    note: str = ""
+    cloud_only: bool = False  # the window holds cloud rows of the release but no edge rows
+
+    @property
+    def judged(self) -> list[Segment]:
+        return [s for s in self.segments if s.decision != "insufficient_data"]
+
+    @property
+    def verdict(self) -> str:
+        return self._verdict()[0]
+
+    @property
+    def note(self) -> str:
+        return self._verdict()[1]
+
+    def _verdict(self) -> tuple[str, str]:
+        if not self.segments:
+            if self.cloud_only:
+                return "insufficient_data", "the release has only cloud rows in the window: no edge route to judge"
+            return "insufficient_data", "the release has no rows in the evaluation window"
+        judged = self.judged
+        if not judged:
+            return "insufficient_data", "no segment has enough rows to judge"
+        if any(c.blocks for c in self.release_wide.values()):
+            return "rollback_to_cloud", "a release-wide gate failed"
+        rolled = [s for s in judged if s.decision == "rollback_to_cloud"]
+        if len(rolled) == len(judged):
+            return "rollback_to_cloud", "every judged segment rolls back"
+        if rolled:
+            return "partial_rollback", f"{len(rolled)} of {len(judged)} judged segments roll back"
+        return "keep_edge", f"all {len(judged)} judged segments keep the edge route"
 
     @property
     def exit_code(self) -> int:
         return {"keep_edge": 0, "partial_rollback": 1, "rollback_to_cloud": 1, "insufficient_data": 3}[self.verdict]
+
+    def checks(self) -> list[GateCheck]:
+        """Every check of the evaluation once (pooled quality checks are shared by their segments)."""
+        seen: dict[int, GateCheck] = {}
+        for c in [c for s in self.segments for c in s.checks.values()] + list(self.release_wide.values()):
+            seen.setdefault(id(c), c)
+        return list(seen.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -184,161 +248,81 @@ def _finite(*values: Any) -> bool:
     return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
 
 
-def _budget(check: GateCheck, row: dict, prefix: str, threshold: float, config: Config) -> GateCheck:
-    """A p95 budget: the point estimate decides; the interval is reported."""
-    n, p95 = row[f"{prefix}_n"], row[f"{prefix}_p95"]
-    check.threshold, check.rows, check.sql = threshold, n, f"sql/{QUANTILES_SQL}.sql"
-    if n < config.min_measured_rows or not _finite(p95):
-        check.status = "insufficient_data"
-        check.note = f"{n} rows have a value; {config.min_measured_rows} needed"
-        return check
-    check.measured = p95
-    check.interval = stats.quantile_interval(row[f"{prefix}_grid"], n, 0.95, config.statistics.confidence)
-    check.status = "fail" if p95 > threshold else "pass"
-    if check.interval:
-        check.borderline = check.interval[0] <= threshold < check.interval[1]
-    return check
+class _Measure:
+    """Step 1: one method per gate of the registry, each returning an undecided GateCheck."""
 
-
-class _Evaluation:
     def __init__(self, figures: _Figures, device_days: dict[tuple, tuple[int, int]], config: Config):
         self.f = figures
         self.device_days = device_days
         self.config = config
-        self.alpha = 1 - config.statistics.confidence
-        self.tests: dict[str, dict[Any, float]] = {}  # gate family -> test key -> p-value
-
-    def _test(self, family: str, key: Any, p: float) -> None:
-        self.tests.setdefault(family, {})[key] = p
+        self.pools: dict[tuple, GateCheck] = {}  # quality, per task x tier
 
     def segment(self, row: dict[str, Any]) -> Segment:
-        c = self.config
-        task, tier, bucket = row["task"], row["device_tier"], row["network_bucket"]
-        gates = c.gates_for(task)
-        key = (task, tier, bucket)
-        checks: dict[str, GateCheck] = {}
+        gates = self.config.gates_for(row["task"])
+        checks = {spec.name: getattr(self, spec.name)(row, gates) for spec in GATES}
+        return Segment(row["task"], row["device_tier"], row["network_bucket"], row["rows"], checks,
+                       self.config.min_rows_per_segment)
 
-        def new(name: str) -> GateCheck:
-            checks[name] = GateCheck(name, getattr(gates, name).mode)
-            return checks[name]
+    def _new(self, name: str, gates: Any) -> GateCheck:
+        settings = getattr(gates, name)
+        key = BY_NAME[name].threshold_key
+        return GateCheck(name, settings.mode, threshold=getattr(settings, key) if key else None)
 
-        _budget(new("peak_memory"), row, "peak", gates.peak_memory.max_p95_ratio, c)
-        _budget(new("resident_memory"), row, "resident", gates.resident_memory.max_p95_ratio, c)
-        _budget(new("inference_duration"), row, "total", gates.inference_duration.max_p95_ms, c)
-        cold = new("cold_start")
+    def _budget(self, name: str, row: dict, gates: Any, min_rows: int | None = None) -> GateCheck:
+        """A p95 budget: the point estimate decides; the interval is reported."""
+        check = self._new(name, gates)
+        prefix = BY_NAME[name].figure
+        n, p95 = row[f"{prefix}_n"], row[f"{prefix}_p95"]
+        check.rows, check.sql = n, f"sql/{QUANTILES_SQL}.sql"
+        needed = self.config.min_measured_rows if min_rows is None else min_rows
+        if n < needed or not _finite(p95):
+            check.short_of_data, check.note = True, f"{n} rows have a value; {needed} needed"
+            return check
+        check.measured = p95
+        check.interval = stats.quantile_interval(row[f"{prefix}_grid"], n, 0.95, self.config.statistics.confidence)
+        check.over_threshold = p95 > check.threshold
+        if check.interval:
+            check.borderline = check.interval[0] <= check.threshold < check.interval[1]
+        return check
+
+    def peak_memory(self, row: dict, gates: Any) -> GateCheck:
+        return self._budget("peak_memory", row, gates)
+
+    def resident_memory(self, row: dict, gates: Any) -> GateCheck:
+        return self._budget("resident_memory", row, gates)
+
+    def inference_duration(self, row: dict, gates: Any) -> GateCheck:
+        return self._budget("inference_duration", row, gates)
+
+    def cold_start(self, row: dict, gates: Any) -> GateCheck:
         if row["cold_n"] == 0:
-            cold.status, cold.threshold, cold.note = "not_applicable", gates.cold_start.max_p95_ms, "no cold starts"
-        else:
-            # cold starts are rare by design (a warm model has none): every measured one counts
-            _budget(cold, row, "cold", gates.cold_start.max_p95_ms, dataclasses.replace(c, min_measured_rows=1))
-        checks["quality_loss"] = GateCheck("quality_loss", gates.quality_loss.mode)  # filled in per task x tier
+            check = self._new("cold_start", gates)
+            check.inapplicable, check.note = True, "no cold starts"
+            return check
+        # cold starts are rare by design (a warm model has none): every measured one counts
+        return self._budget("cold_start", row, gates, min_rows=1)
 
-        det = new("failure_detectability")
-        det.threshold, det.rows = gates.failure_detectability.min_share, row["failures"]
-        if row["failures"] == 0:
-            det.status, det.note = "not_applicable", "no failures"
-        else:
-            det.measured = row["detected"] / row["failures"]
-            det.interval = stats.wilson(row["detected"], row["failures"], c.statistics.confidence)
-            self._test("failure_detectability", key,
-                       stats.p_rate_below(row["detected"], row["failures"], det.threshold))
+    def quality_loss(self, row: dict, gates: Any) -> GateCheck:
+        key = (row["task"], row["device_tier"])
+        if key not in self.pools:
+            c = self.config
+            base, level = self.f.cloud_baseline(*key, None, c.min_cloud_rows_for_baseline)
+            self.pools[key] = self._quality(self.f.get("edge", key), base, level, gates)
+            self.pools[key].note = (self.pools[key].note + "; " if self.pools[key].note else "") + \
+                "pooled over network buckets"
+        return self.pools[key]
 
-        fb = new("fallback_rate")
-        fb.threshold, fb.rows = gates.fallback_rate.max_rate, row["rows"]
-        fb.measured = row["fallbacks"] / row["rows"]
-        fb.interval = stats.wilson(row["fallbacks"], row["rows"], c.statistics.confidence)
-        base, level = self.f.cloud_baseline(task, tier, bucket, c.min_cloud_rows_for_baseline)
-        self._test("fallback_ceiling", key, stats.p_rate_above(row["fallbacks"], row["rows"], fb.threshold))
-        if base is None:
-            fb.status, fb.note = "insufficient_data", "no cloud baseline with enough rows"
-        else:
-            fb.baseline, fb.baseline_level = base["fallbacks"] / base["rows"], level
-            margin = gates.fallback_rate.max_excess_over_cloud
-            fb.extra["max_excess_over_cloud"] = margin
-            self._test("fallback_excess", key, stats.p_excess_above(
-                row["fallbacks"], row["rows"], base["fallbacks"], base["rows"], margin))
-
-        weak = new("weak_network_latency")
-        if bucket != "weak":
-            weak.status, weak.note = "not_applicable", "only judged in weak networks"
-        else:
-            self._weak_latency(weak, row, task, tier)
-
-        th = new("thermal")
-        _budget(th, row, "rise", gates.thermal.max_p95_rise_c, c)
-        th.extra["max_throttled_share"] = gates.thermal.max_throttled_share
-        if row["throttled_n"] >= c.min_measured_rows:
-            th.extra["throttled_share"] = row["throttled"] / row["throttled_n"]
-            self._test("throttled_share", key,
-                       stats.p_rate_above(row["throttled"], row["throttled_n"], gates.thermal.max_throttled_share))
-        elif th.status != "insufficient_data":
-            th.status, th.note = "insufficient_data", f"{row['throttled_n']} rows report throttling"
-
-        dd = new("daily_edge_seconds")
-        days, over = self.device_days.get(key, (0, 0))
-        dd.threshold, dd.rows = gates.daily_edge_seconds.max_share_over_cap, days
-        dd.extra["cap_seconds"] = c.network.daily_edge_seconds_cap
-        if days:
-            dd.measured = over / days
-            dd.interval = stats.wilson(over, days, c.statistics.confidence)
-            dd.status = "fail" if dd.measured > dd.threshold else "pass"
-        else:
-            dd.status = "insufficient_data"
-        return Segment(task, tier, bucket, row["rows"], checks)
-
-    def _weak_latency(self, check: GateCheck, row: dict, task: str, tier: str) -> None:
-        """Edge must beat cloud where networks are weak: the baseline stays in the weak bucket
-        (cloud latency there does not depend on the phone), own segment first, then all tiers."""
+    def release_quality(self) -> GateCheck:
         c = self.config
-        base, level = None, None
-        for lvl, key in ((0, (task, tier, "weak")), (2, (task, "*", "weak"))):
-            cand = self.f.get("cloud", key)
-            if cand and cand["total_n"] >= c.min_cloud_rows_for_baseline:
-                base, level = cand, LEVEL_NAMES[lvl]
-                break
-        check.rows, check.sql = row["total_n"], f"sql/{QUANTILES_SQL}.sql"
-        if base is None or row["total_n"] < c.min_measured_rows:
-            check.status, check.note = "insufficient_data", "too few weak-network rows on one side"
-            return
-        conf = c.statistics.confidence
-        check.measured, check.baseline, check.baseline_level = row["total_p95"], base["total_p95"], level
-        check.threshold = base["total_p95"]
-        check.interval = stats.quantile_interval(row["total_grid"], row["total_n"], 0.95, conf)
-        cloud_iv = stats.quantile_interval(base["total_grid"], base["total_n"], 0.95, conf)
-        check.extra["baseline_interval_95"] = list(cloud_iv) if cloud_iv else None
-        # fails on evidence: the edge's interval lies wholly above the cloud's
-        slower = bool(check.interval and cloud_iv and check.interval[0] > cloud_iv[1])
-        check.status = "fail" if slower else "pass"
-        check.borderline = not slower and check.measured >= check.baseline
-
-    def quality(self, segments: list[Segment]) -> GateCheck:
-        """Pooled per task x tier; returns the release-wide check."""
-        c = self.config
-        conf = c.statistics.confidence
-        pools: dict[tuple, GateCheck] = {}
-        for task, tier in sorted({(s.task, s.device_tier) for s in segments}):
-            edge = self.f.get("edge", (task, tier))
-            base, level = self.f.cloud_baseline(task, tier, None, c.min_cloud_rows_for_baseline)
-            pools[(task, tier)] = self._quality_check(edge, base, level, c.gates_for(task), conf, (task, tier))
         edge_all, cloud_all = self.f.get("edge", ()), self.f.get("cloud", ())
         enough = cloud_all and cloud_all["rows"] >= c.min_cloud_rows_for_baseline
-        release_wide = self._quality_check(edge_all, cloud_all if enough else None, "release", c.gates,
-                                           conf, "release")
-        self._decide_tests()
-        for check_key, check in list(pools.items()) + [("release", release_wide)]:
-            self._settle(check, "quality", check_key)
-        for s in segments:
-            pooled = pools[(s.task, s.device_tier)]
-            s.checks["quality_loss"] = dataclasses.replace(pooled, mode=s.checks["quality_loss"].mode,
-                                                           extra=dict(pooled.extra),
-                                                           note="pooled over network buckets")
-        return release_wide
+        return self._quality(edge_all, cloud_all if enough else None, "release", c.gates)
 
-    def _quality_check(self, edge: dict | None, base: dict | None, level: str | None, gates: Any,
-                       conf: float, key: Any) -> GateCheck:
-        check = GateCheck("quality_loss", gates.quality_loss.mode, threshold=gates.quality_loss.max_relative_loss)
+    def _quality(self, edge: dict | None, base: dict | None, level: str | None, gates: Any) -> GateCheck:
+        conf = self.config.statistics.confidence
+        check = self._new("quality_loss", gates)
         if not edge or not base or base["adopted"] == 0:
-            check.status, check.note = "insufficient_data", "no cloud baseline with enough rows"
+            check.short_of_data, check.note = True, "no cloud baseline with enough rows"
             return check
         e_rate, c_rate = edge["adopted"] / edge["rows"], base["adopted"] / base["rows"]
         check.measured, check.baseline, check.baseline_level = (c_rate - e_rate) / c_rate, c_rate, level
@@ -349,48 +333,137 @@ class _Evaluation:
                                c_rate, c_rate * check.threshold, conf))
         check.interval = stats.relative_loss_interval(edge["adopted"], edge["rows"], base["adopted"], base["rows"],
                                                       conf)
-        self._test("quality", key, stats.p_relative_loss_above(
-            edge["adopted"], edge["rows"], base["adopted"], base["rows"], check.threshold))
+        check.tests["quality"] = stats.p_relative_loss_above(
+            edge["adopted"], edge["rows"], base["adopted"], base["rows"], check.threshold)
         return check
 
-    def _decide_tests(self) -> None:
-        self.rejected = {family: stats.holm(ps, self.alpha) for family, ps in self.tests.items()}
+    def failure_detectability(self, row: dict, gates: Any) -> GateCheck:
+        check = self._new("failure_detectability", gates)
+        check.rows = row["failures"]
+        if row["failures"] == 0:
+            check.inapplicable, check.note = True, "no failures"
+            return check
+        check.measured = row["detected"] / row["failures"]
+        check.interval = stats.wilson(row["detected"], row["failures"], self.config.statistics.confidence)
+        check.tests["failure_detectability"] = stats.p_rate_below(row["detected"], row["failures"], check.threshold)
+        return check
 
-    def _settle(self, check: GateCheck, family: str, key: Any) -> None:
-        if check.status in ("insufficient_data", "not_applicable") or key not in self.tests.get(family, {}):
-            return
-        check.p_value = self.tests[family][key]
-        if key in self.rejected[family]:
-            check.status = "fail"
+    def fallback_rate(self, row: dict, gates: Any) -> GateCheck:
+        c = self.config
+        check = self._new("fallback_rate", gates)
+        check.rows = row["rows"]
+        check.measured = row["fallbacks"] / row["rows"]
+        check.interval = stats.wilson(row["fallbacks"], row["rows"], c.statistics.confidence)
+        # the absolute ceiling needs no baseline; only the excess over the cloud does
+        check.tests["fallback_ceiling"] = stats.p_rate_above(row["fallbacks"], row["rows"], check.threshold)
+        base, level = self.f.cloud_baseline(row["task"], row["device_tier"], row["network_bucket"],
+                                            c.min_cloud_rows_for_baseline)
+        margin = gates.fallback_rate.max_excess_over_cloud
+        check.extra["max_excess_over_cloud"] = margin
+        if base is None:
+            check.short_of_data, check.note = True, "no cloud baseline with enough rows (ceiling judged alone)"
+        else:
+            check.baseline, check.baseline_level = base["fallbacks"] / base["rows"], level
+            check.tests["fallback_excess"] = stats.p_excess_above(
+                row["fallbacks"], row["rows"], base["fallbacks"], base["rows"], margin)
+        return check
 
-    def settle_rates(self, segments: list[Segment]) -> None:
-        for s in segments:
-            key = (s.task, s.device_tier, s.network_bucket)
-            self._settle(s.checks["failure_detectability"], "failure_detectability", key)
-            fb = s.checks["fallback_rate"]
-            if fb.status != "insufficient_data":
-                ceiling = key in self.rejected.get("fallback_ceiling", set())
-                excess = key in self.rejected.get("fallback_excess", set())
-                fb.p_value = min(self.tests.get("fallback_ceiling", {}).get(key, 1.0),
-                                 self.tests.get("fallback_excess", {}).get(key, 1.0))
-                fb.status = "fail" if ceiling or excess else "pass"
-            th = s.checks["thermal"]
-            if key in self.rejected.get("throttled_share", set()) and th.status == "pass":
-                th.status, th.note = "fail", "throttled share above its ceiling"
-                th.p_value = self.tests["throttled_share"][key]
+    def weak_network_latency(self, row: dict, gates: Any) -> GateCheck:
+        """Edge must beat cloud where networks are weak: the baseline stays in the weak bucket
+        (cloud latency there does not depend on the phone), own segment first, then all tiers."""
+        c = self.config
+        check = self._new("weak_network_latency", gates)
+        if row["network_bucket"] != "weak":
+            check.inapplicable, check.note = True, "only judged in weak networks"
+            return check
+        task, tier = row["task"], row["device_tier"]
+        base, level = None, None
+        for lvl, key in ((0, (task, tier, "weak")), (2, (task, "*", "weak"))):
+            cand = self.f.get("cloud", key)
+            if cand and cand["total_n"] >= c.min_cloud_rows_for_baseline:
+                base, level = cand, LEVEL_NAMES[lvl]
+                break
+        check.rows, check.sql = row["total_n"], f"sql/{QUANTILES_SQL}.sql"
+        if base is None or row["total_n"] < c.min_measured_rows:
+            check.short_of_data, check.note = True, "too few weak-network rows on one side"
+            return check
+        conf = c.statistics.confidence
+        check.measured, check.baseline, check.baseline_level = row["total_p95"], base["total_p95"], level
+        check.threshold = base["total_p95"]
+        check.interval = stats.quantile_interval(row["total_grid"], row["total_n"], 0.95, conf)
+        cloud_iv = stats.quantile_interval(base["total_grid"], base["total_n"], 0.95, conf)
+        check.extra["baseline_interval_95"] = list(cloud_iv) if cloud_iv else None
+        # fails on evidence: the edge's interval lies wholly above the cloud's
+        slower = bool(check.interval and cloud_iv and check.interval[0] > cloud_iv[1])
+        check.over_threshold = slower
+        check.borderline = not slower and check.measured >= check.baseline
+        return check
+
+    def thermal(self, row: dict, gates: Any) -> GateCheck:
+        check = self._budget("thermal", row, gates)
+        ceiling = gates.thermal.max_throttled_share
+        check.extra["max_throttled_share"] = ceiling
+        if row["throttled_n"] >= self.config.min_measured_rows:
+            check.extra["throttled_share"] = row["throttled"] / row["throttled_n"]
+            check.tests["throttled_share"] = stats.p_rate_above(row["throttled"], row["throttled_n"], ceiling)
+        elif not check.short_of_data:
+            check.short_of_data, check.note = True, f"{row['throttled_n']} rows report throttling"
+        return check
+
+    def daily_edge_seconds(self, row: dict, gates: Any) -> GateCheck:
+        check = self._new("daily_edge_seconds", gates)
+        days, over = self.device_days.get((row["task"], row["device_tier"], row["network_bucket"]), (0, 0))
+        check.rows = days
+        check.extra["cap_seconds"] = self.config.network.daily_edge_seconds_cap
+        if days:
+            check.measured = over / days
+            check.interval = stats.wilson(over, days, self.config.statistics.confidence)
+            check.over_threshold = check.measured > check.threshold
+        else:
+            check.short_of_data, check.note = True, "no device-days in the window"
+        return check
 
 
-def _decide(segment: Segment, config: Config) -> None:
-    enforced = [c for c in segment.checks.values() if c.mode == "enforce"]
-    if segment.rows < config.min_rows_per_segment:
-        segment.decision = "insufficient_data"
-        segment.needs_rows = config.min_rows_per_segment - segment.rows
-    elif any(c.status == "fail" for c in enforced):
-        segment.decision = "rollback_to_cloud"
-    elif any(c.status == "insufficient_data" for c in enforced):
-        segment.decision = "insufficient_data"
-    else:
-        segment.decision = "keep_edge"
+_unmeasured = [g for g in GATE_NAMES if not callable(getattr(_Measure, g, None))]
+assert not _unmeasured, f"gates of the registry without a measurement in gate.py: {_unmeasured}"
+
+
+def rejected_tests(checks: Sequence[GateCheck], alpha: float) -> set[tuple[str, int]]:
+    """(family, index of the check) of every test rejected: Holm across the checks of each family.
+    The seam for the statistics: this is the only place p-values become decisions."""
+    families: dict[str, dict[int, float]] = {}
+    for i, check in enumerate(checks):
+        for family, p in check.tests.items():
+            families.setdefault(family, {})[i] = p
+    return {(family, i) for family, ps in families.items() for i in stats.holm(ps, alpha)}
+
+
+def decide(checks: Sequence[GateCheck], config: Config) -> list[str]:
+    """Step 2: the status of every check of one evaluation, in one pass (pure: nothing is changed)."""
+    rejected = rejected_tests(checks, 1 - config.statistics.confidence)
+    statuses = []
+    for i, check in enumerate(checks):
+        failed = bool(check.over_threshold) or any((family, i) in rejected for family in check.tests)
+        if check.inapplicable:
+            statuses.append("not_applicable")
+        elif failed:
+            statuses.append("fail")
+        elif check.short_of_data or (check.over_threshold is None and not check.tests):
+            statuses.append("insufficient_data")  # no evidence is never a pass
+        else:
+            statuses.append("pass")
+    return statuses
+
+
+def _settle(checks: Sequence[GateCheck], config: Config) -> None:
+    rejected = rejected_tests(checks, 1 - config.statistics.confidence)
+    for i, (check, status) in enumerate(zip(checks, decide(checks, config), strict=True)):
+        check.status = status
+        if check.tests:
+            check.p_value = min(check.tests.values())
+        by_test = [f for f in check.tests if (f, i) in rejected]
+        if status == "fail" and not check.over_threshold and by_test and by_test[0] in _TEST_NOTES:
+            check.note = _TEST_NOTES[by_test[0]]
 
 
 def _dicts(cur: Any) -> list[dict[str, Any]]:
@@ -418,31 +491,10 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                        _dicts(sqlfiles.run(con, QUANTILES_SQL, {**params, "fractions": [0.95, *stats.QUANTILE_GRID]})))
     device_days = {(t, tier, b): (n, over)
                    for t, tier, b, n, over in sqlfiles.run(con, DEVICE_DAYS_SQL, params).fetchall()}
-    ev = _Evaluation(figures, device_days, config)
-    segments = [ev.segment(row) for row in figures.segments()]
-    release_wide = {"quality_loss": ev.quality(segments)} if segments else {}
-    ev.settle_rates(segments)
-    for s in segments:
-        _decide(s, config)
-    verdict, note = _verdict(segments, release_wide, figures)
-    return GateResult(release, verdict, now, as_of, window_start, config.source, config.digest, segments,
-                      release_wide, note)
-
-
-def _verdict(segments: list[Segment], release_wide: dict[str, GateCheck], figures: _Figures) -> tuple[str, str]:
-    if not segments:
-        cloud = figures.get("cloud", ())
-        if cloud:
-            return "insufficient_data", "the release has only cloud rows in the window: no edge route to judge"
-        return "insufficient_data", "the release has no rows in the evaluation window"
-    judged = [s for s in segments if s.decision != "insufficient_data"]
-    if not judged:
-        return "insufficient_data", "no segment has enough rows to judge"
-    if any(c.blocks for c in release_wide.values()):
-        return "rollback_to_cloud", "a release-wide gate failed"
-    rolled = [s for s in judged if s.decision == "rollback_to_cloud"]
-    if len(rolled) == len(judged):
-        return "rollback_to_cloud", "every judged segment rolls back"
-    if rolled:
-        return "partial_rollback", f"{len(rolled)} of {len(judged)} judged segments roll back"
-    return "keep_edge", f"all {len(judged)} judged segments keep the edge route"
+    measure = _Measure(figures, device_days, config)
+    segments = [measure.segment(row) for row in figures.segments()]
+    release_wide = {"quality_loss": measure.release_quality()} if segments else {}
+    result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
+                        cloud_only=not segments and figures.get("cloud", ()) is not None)
+    _settle(result.checks(), config)
+    return result

@@ -1,27 +1,42 @@
-"""Every gate evaluation is stored (table `evaluations`); `pipeline history` reads it back.
+"""Stored gate evaluations (table `evaluations`); `pipeline history` reads them back.
 
 `pipeline gate` reads through a read-only connection so it answers while the
-nightly job writes. Storing its evaluation (and its alert, see alerts.py) needs
-the writer lock: when another writer holds it, both wait in
-`<db>.pending-evaluations.jsonl` and the next evaluation stored folds them in first.
+nightly job writes. Storing its evaluation needs the writer lock: in one
+transaction the evaluation is inserted, its looks advance the rollout state of
+its segments (pipeline/rollout.py) and a change of state puts its alert in the
+outbox (pipeline/alerts.py). When another writer holds the lock, the evaluation
+waits in `<db>.pending-evaluations.jsonl` (pipeline/pending.py) and the next
+evaluation stored folds it in first, oldest first. `gate --dry-run` stores nothing.
+
+Each stored evaluation records its trigger: ci, nightly or manual.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import __version__, db, sqlfiles
-from pipeline.alerts import build_alert, enqueue
+from pipeline import __version__, alerts, db, pending, rollout, sqlfiles
 from pipeline.config import Config
 from pipeline.errors import DatabaseBusy
 
+TRIGGERS = ("ci", "nightly", "manual")
 
-def _row(result: Any) -> dict[str, Any]:
-    judged = [s for s in result.segments if s.decision != "insufficient_data"]
+
+def default_trigger() -> str:
+    """ci when the CI variable is set (GitHub Actions, GitLab CI and most others set it), else manual."""
+    return "ci" if os.environ.get("CI", "").lower() not in ("", "0", "false") else "manual"
+
+
+def evaluation_row(result: Any, trigger: str) -> dict[str, Any]:
+    judged = result.judged
     return {
+        "evaluation_uid": uuid.uuid4().hex, "trigger": trigger,
         "release": result.release, "as_of": result.as_of.isoformat(), "evaluated_at": result.evaluated_at.isoformat(),
         "verdict": result.verdict, "segments_judged": len(judged),
         "segments_rolled_back": sum(s.decision == "rollback_to_cloud" for s in judged),
@@ -32,34 +47,59 @@ def _row(result: Any) -> dict[str, Any]:
     }
 
 
-def _pending_path(db_path: Path) -> Path:
-    return Path(f"{db_path}.pending-evaluations.jsonl")
+@dataclass
+class Recorded:
+    stored: bool  # False: it waits in the pending file for the next writer
+    warnings: list[str] = field(default_factory=list)
+    states: dict[str, rollout.SegmentState] = field(default_factory=dict)  # of the release, after storing
+
+    def __bool__(self) -> bool:
+        return self.stored
 
 
-def record_evaluation(db_path: Path, result: Any, config: Config) -> bool:
-    """Store `result` and put its alert in the outbox, in one transaction;
-    False when both had to wait in the pending file."""
-    row = {**_row(result), "alert": build_alert(result)}
+def _store(con: Any, row: dict[str, Any], config: Config) -> dict[str, rollout.SegmentState] | None:
+    """One evaluation, its looks and its alert; None when it was stored already."""
+    evaluated_at = datetime.fromisoformat(row["evaluated_at"])
+    inserted = sqlfiles.run(con, "gate/insert_evaluation", {
+        **{k: v for k, v in row.items() if k in sqlfiles.param_names(sqlfiles.sql_file("gate/insert_evaluation"))},
+        "as_of": datetime.fromisoformat(row["as_of"]), "evaluated_at": evaluated_at}).fetchone()
+    if inserted is None:
+        return None
+    result = json.loads(row["result"])
+    release = row["release"]
+    before = rollout.status(rollout.stored_states(con, release))
+    states = rollout.apply(con, row, result, config, evaluated_at)
+    alert = alerts.alert_for_change(con, release, before, rollout.status(states), states, result, config,
+                                    evaluated_at)
+    if alert:
+        alerts.enqueue(con, alert, config, evaluated_at)
+    return states
+
+
+def record_evaluation(db_path: Path, result: Any, config: Config, trigger: str = "manual") -> Recorded:
+    """Store `result` (with the evaluations waiting in the pending file, oldest first)."""
+    row = evaluation_row(result, trigger)
     try:
         with db.writer_lock(db_path, "gate"), db.writing(db_path) as con:
-            pending = _pending_path(db_path)
-            rows = [json.loads(line) for line in pending.read_text().splitlines()] if pending.exists() else []
+            taken = pending.take(db_path)
+            rows = sorted(taken.rows + [row], key=lambda r: r["evaluated_at"])
+            states: dict[str, rollout.SegmentState] = {}
             con.begin()
-            for r in rows + [row]:
-                evaluated_at = datetime.fromisoformat(r["evaluated_at"])
-                sqlfiles.run(con, "gate/insert_evaluation", {
-                    **{k: v for k, v in r.items() if k != "alert"},
-                    "as_of": datetime.fromisoformat(r["as_of"]), "evaluated_at": evaluated_at})
-                enqueue(con, r["alert"], config, evaluated_at)
+            for r in rows:
+                stored = _store(con, r, config)
+                if r is row and stored is not None:
+                    states = stored
             con.commit()
-            pending.unlink(missing_ok=True)
-        return True
+            pending.done(taken)
+        return Recorded(True, taken.warnings, states)
     except DatabaseBusy:
-        with _pending_path(db_path).open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
-        return False
+        pending.append(db_path, row)
+        return Recorded(False)
 
 
-def history(con: Any, release: str) -> tuple[list[str], list[tuple]]:
-    cur = sqlfiles.run(con, "gate/history", {"release": release})
-    return [d[0] for d in cur.description], cur.fetchall()
+def history(con: Any, release: str, limit: int = 20) -> tuple[list[str], list[tuple]]:
+    """The newest `limit` evaluations; times are UTC and say so."""
+    cur = sqlfiles.run(con, "gate/history", {"release": release, "limit": limit})
+    columns = [d[0] for d in cur.description]
+    rows = [tuple(v.replace(tzinfo=UTC) if isinstance(v, datetime) else v for v in r) for r in cur.fetchall()]
+    return columns, rows

@@ -83,12 +83,13 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 active = [r[0] for r in sqlfiles.run(con, "gate/active_releases", window).fetchall()]
                 results = [evaluate_gate(con, release, config, as_of=as_of, now=now) for release in active]
             for result in results:
-                record_evaluation(db_path, result, config)
+                recorded = record_evaluation(db_path, result, config, trigger="nightly")
                 run.verdicts[result.release] = result.verdict
                 if routing_dir:
                     from pipeline.routing import write_routing_table
 
-                    write_routing_table(result, config, routing_dir / f"routing-{result.release}.json")
+                    write_routing_table(result, config, routing_dir / f"routing-{result.release}.json",
+                                        recorded.states)
             _step(run, "gate", t, f"{len(results)} releases judged", releases=len(results))
             if report_dir:
                 from pipeline.report import write_reports  # Altair: only when reports are asked for

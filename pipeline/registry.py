@@ -1,6 +1,7 @@
 """The one list of gates. Config validation, evaluation, the terminal table, the
 HTML report, routing and alerts read their gate names, labels and units here;
-adding a gate means adding it here, to its SQL and to its test.
+adding a gate means adding it here, to its SQL, its measurement in gate.py and
+its test.
 
 kind:
 - "p95_budget": the p95 of a per-request figure against a ceiling
@@ -23,20 +24,36 @@ class GateSpec:
     figure: str  # which SQL figure it reads (sql/gate/*.sql column prefix or name)
     column: str  # short column title of the terminal table
     direction: str = "max"  # "max": the figure must stay at or below the threshold; "min": at or above
+    threshold_key: str = ""  # the config key of its threshold ("" = the cloud baseline is the threshold)
+    cloud_check_catches: bool = False  # a cloud check of the edge draft catches its failures (routing default)
 
 
 GATES: tuple[GateSpec, ...] = (
-    GateSpec("peak_memory", "peak memory", "ratio of RAM", "p95_budget", "peak", "peak mem"),
-    GateSpec("resident_memory", "resident memory", "ratio of RAM", "p95_budget", "resident", "resident mem"),
-    GateSpec("inference_duration", "inference duration", "ms", "p95_budget", "total", "p95 ms"),
-    GateSpec("cold_start", "cold start", "ms", "p95_budget", "cold", "cold start ms"),
-    GateSpec("quality_loss", "quality loss", "relative loss", "comparison", "adopted", "quality loss"),
-    GateSpec("failure_detectability", "failure detectability", "share", "rate", "detected", "detected", "min"),
-    GateSpec("fallback_rate", "fallback rate", "share", "rate", "fallbacks", "fallback"),
+    GateSpec("peak_memory", "peak memory", "ratio of RAM", "p95_budget", "peak", "peak mem",
+             threshold_key="max_p95_ratio"),
+    GateSpec("resident_memory", "resident memory", "ratio of RAM", "p95_budget", "resident", "resident mem",
+             threshold_key="max_p95_ratio"),
+    GateSpec("inference_duration", "inference duration", "ms", "p95_budget", "total", "p95 ms",
+             threshold_key="max_p95_ms"),
+    GateSpec("cold_start", "cold start", "ms", "p95_budget", "cold", "cold start ms", threshold_key="max_p95_ms"),
+    GateSpec("quality_loss", "quality loss", "relative loss", "comparison", "adopted", "quality loss",
+             threshold_key="max_relative_loss", cloud_check_catches=True),
+    GateSpec("failure_detectability", "failure detectability", "share", "rate", "detected", "detected", "min",
+             threshold_key="min_share", cloud_check_catches=True),
+    GateSpec("fallback_rate", "fallback rate", "share", "rate", "fallbacks", "fallback", threshold_key="max_rate",
+             cloud_check_catches=True),
     GateSpec("weak_network_latency", "weak-network latency", "ms", "comparison", "total", "weak-net ms"),
-    GateSpec("thermal", "thermal", "°C", "p95_budget", "rise", "rise °C"),
-    GateSpec("daily_edge_seconds", "daily edge seconds", "share", "count_share", "device_days", "day cap"),
+    GateSpec("thermal", "thermal", "°C", "p95_budget", "rise", "rise °C", threshold_key="max_p95_rise_c"),
+    GateSpec("daily_edge_seconds", "daily edge seconds", "share", "count_share", "device_days", "day cap",
+             threshold_key="max_share_over_cap"),
 )
 
 BY_NAME: dict[str, GateSpec] = {g.name: g for g in GATES}
 GATE_NAMES: tuple[str, ...] = tuple(g.name for g in GATES)
+CLOUD_CHECK_CATCHES: tuple[str, ...] = tuple(g.name for g in GATES if g.cloud_check_catches)
+
+
+def label(name: str) -> str:
+    """The people's name of a gate ('release' and unknown names pass through)."""
+    spec = BY_NAME.get(name)
+    return spec.label if spec else name

@@ -9,7 +9,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from pipeline.registry import GATES
+from pipeline.registry import BY_NAME, GATES
 
 FORMATS = ("table", "csv", "json")
 
@@ -56,7 +56,7 @@ def rows_as(fmt: str, columns: list[str], rows: list[tuple]) -> str:
     return "\n".join(lines)
 
 
-_MARK = {"fail": "X", "insufficient_data": "?", "not_applicable": "-", "pass": ""}
+_MARK = {"fail": "X", "insufficient_data": "?", "not_applicable": "-", "pass": "", None: "?"}
 
 
 def fmt_value(value: float | None) -> str:
@@ -103,12 +103,13 @@ def gate_table(result: Any) -> str:
 
 
 def _threshold(check: Any) -> str:
-    if check.gate == "weak_network_latency":
+    spec = BY_NAME[check.gate]
+    if not spec.threshold_key:
         return "< cloud"
     if check.threshold is None:
         return ""
     t = check.threshold
-    prefix = ">=" if check.gate == "failure_detectability" else "<="
+    prefix = ">=" if spec.direction == "min" else "<="
     return f"{prefix}{t:.0f}" if abs(t) >= 100 else f"{prefix}{t:g}"
 
 

@@ -1,9 +1,11 @@
 """The routing table the app consumes: per task x tier x bucket, where requests go.
 
-The layered fallback of the source post-mortem: `edge` where the segment keeps
-the edge route; `edge_with_cloud_check` where the only failures are ones a
-cloud check of the edge draft catches (routing.cloud_check_catches) or where
-there is not enough data yet (routing.insufficient_data_route); else `cloud`.
+Derived from the rollout state of each segment (pipeline/rollout.py has the
+rules): `edge` where the segment is ok, `cloud` where it is rolled back (every
+segment when the release is rolled back as a whole), `edge_with_cloud_check`
+where it is suspect or where a cloud check of the edge draft catches every gate
+it failed (routing.cloud_check_catches), and routing.insufficient_data_route
+where there is not enough data yet.
 """
 
 from __future__ import annotations
@@ -12,39 +14,30 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline import rollout
 from pipeline.config import Config
 from pipeline.output_schema import SCHEMA_VERSION
 
 ROUTING_TABLE_VERSION = SCHEMA_VERSION  # `version`, the field the app reads, predates schema_version
 
 
-def route_for(segment: Any, config: Config) -> tuple[str, str]:
-    if segment.decision == "keep_edge":
-        return "edge", "all gates pass"
-    if segment.decision == "insufficient_data":
-        return config.routing.insufficient_data_route, "not enough data to judge"
-    failed = set(segment.failed_gates)
-    if failed <= set(config.routing.cloud_check_catches):
-        return "edge_with_cloud_check", "a cloud check catches: " + ", ".join(sorted(failed))
-    return "cloud", "failed: " + ", ".join(sorted(failed))
-
-
-def routing_table(result: Any, config: Config) -> dict[str, Any]:
+def routing_table(result: Any, config: Config, states: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`states`: the rollout states after this evaluation (rollout.preview / apply); without them the
+    release is treated as judged for the first time."""
+    states = states if states is not None else rollout.fresh(result.to_dict(), config)
     routes = []
     for s in result.segments:
-        route, why = route_for(s, config)
-        if result.verdict == "rollback_to_cloud" and route == "edge":
-            route, why = "cloud", "release-wide rollback"
+        route, why = rollout.route_for(s.key, states, config)
         routes.append({"task": s.task, "device_tier": s.device_tier, "network_bucket": s.network_bucket,
-                       "route": route, "reason": why})
+                       "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why})
     return {"schema_version": SCHEMA_VERSION, "version": ROUTING_TABLE_VERSION, "release": result.release,
-            "verdict": result.verdict,
+            "verdict": result.verdict, "rollout": rollout.status(states).kind,
             "derived_at": result.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "config_digest": result.config_digest,
             "default_route": "cloud", "routes": routes}
 
 
-def write_routing_table(result: Any, config: Config, path: Path) -> None:
+def write_routing_table(result: Any, config: Config, path: Path, states: dict[str, Any] | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(routing_table(result, config), indent=2) + "\n")
+    tmp.write_text(json.dumps(routing_table(result, config, states), indent=2) + "\n")
     tmp.replace(path)  # the app never reads a half-written table

@@ -104,8 +104,9 @@ def test_delivery_posts_text_and_numbers_without_device_ids(postmortem_db, recei
     assert (len(report.delivered), report.pending, report.failed) == (1, [], [])
     key, body = hook.received[0]
     assert key == body["alert_id"] and body["severity"] == "critical"
-    assert body["text"].startswith("Release 4.12: ROLL BACK TO CLOUD (rollback_to_cloud)")
-    assert "quality_loss" in body["text"] and "vs 0.03" in body["text"]
+    assert body["text"].startswith("Release 4.12: rollback: all 36 segments to cloud\n")
+    assert body["kind"] == "rollback_to_cloud" and body["routes"] == {"cloud": 36}
+    assert "release-wide quality loss: 0.15 vs threshold 0.03" in body["text"]
     con = duckdb.connect(str(postmortem_db), read_only=True)
     devices = {d for (d,) in con.execute("SELECT DISTINCT device_id FROM events").fetchall()}
     con.close()
@@ -175,6 +176,6 @@ def test_stdout_and_jsonl_sinks(postmortem_db, tmp_path):
     out = io.StringIO()
     report = deliver(postmortem_db, config, out=out)
     assert len(report.delivered) == 2
-    assert out.getvalue().startswith("Release 4.12: ROLL BACK TO CLOUD")
+    assert out.getvalue().startswith("Release 4.12: rollback: all 36 segments to cloud\n")
     line = json.loads((tmp_path / "alerts.jsonl").read_text())
     assert line["verdict"] == "rollback_to_cloud" and line["failing_segments"]

@@ -119,7 +119,7 @@ def test_fallback_spike_fails_the_fallback_gate(db_path):
     assert failing(result, "fallback_rate")
     assert all(set(s.failed_gates) == {"fallback_rate"} for s in judged(result) if s.failed_gates)
     routes = {r["route"] for r in routing_table(result, CONFIG)["routes"]
-              if r["network_bucket"] != "offline" and r["reason"].startswith("a cloud check")}
+              if r["network_bucket"] != "offline" and "a cloud check catches: fallback_rate" in r["reason"]}
     assert routes == {"edge_with_cloud_check"}
 
 
@@ -225,10 +225,22 @@ def test_cli_unknown_release_empty_db_and_cloud_only(db_path, tmp_path):
     ("gates:\n  thermal: {mode: block}\n", "gates.thermal.mode must be one of enforce, observe"),
     ("min_rows_per_segment: 0\n", "min_rows_per_segment must be between 1"),
     ("network: [1, 2]\n", "network must be a mapping"),
+    ("gates:\n  peak_memory: {max_p95_ratio: .nan}\n",
+     "gates.peak_memory.max_p95_ratio must be a finite number, got nan"),
+    ("statistics: {confidence: .inf}\n", "statistics.confidence must be a finite number, got inf"),
+    ("task_overrides:\n  intnet: {inference_duration: {max_p95_ms: 2000}}\n",
+     "task_overrides.intnet: unknown task 'intnet'; tasks declared in `tasks` of this file: rewrite, intent, "
+     "summarize (add it there if it is a new task)"),
+    ("network: {weak_network_types: [2G, 3g]}\n",
+     "network.weak_network_types[0] must be one of wifi, 5g, 4g, 3g, 2g, offline, unknown, got '2G' "
+     "(values are case-sensitive: '2g')"),
+    ("alerts: {webhook_url: 'htps://hooks.example.com/x'}\n",
+     "alerts.webhook_url must be an http:// or https:// URL (or '' for none), got 'htps://hooks.example.com/x'"),
+    ("routing: {cloud_check_catches: [quality]}\n", "routing.cloud_check_catches[0] must be one of peak_memory"),
 ])
 def test_config_errors_name_the_key_and_exit_2(tmp_path, yaml_text, message):
     cfg = tmp_path / "bad.yaml"
-    cfg.write_text(yaml_text)
+    cfg.write_text("tasks: [rewrite, intent, summarize]\n" + yaml_text)
     proc = run_cli("gate", "--config", str(cfg), "--check-config")
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and f"{cfg}: {message}" in proc.stderr

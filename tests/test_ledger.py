@@ -23,10 +23,10 @@ from conftest import ROOT, run_cli
 from pipeline import db
 from pipeline.admit import load_candidate
 from pipeline.aggregate import refresh, use_settings
-from pipeline.alerts import build_alert
 from pipeline.config import DEFAULT_CONFIG, Costs, load_config
 from pipeline.estimates import candidates_dir, default_candidate
 from pipeline.gate import evaluate_gate
+from pipeline.history import record_evaluation
 from pipeline.ledger import compute_ledger
 from pipeline.simulate import write_parquet
 
@@ -314,18 +314,23 @@ def test_report_has_the_ledger_and_the_estimate_table(sim, tmp_path):
     assert rewrite.count('<tr class="fail">') == 4 and rewrite.count("FLAG") == 4
 
 
-def test_the_rollback_alert_points_to_the_ledger(sim):
+def test_the_rollback_alert_points_to_the_ledger(sim, tmp_path):
+    import shutil
+
     config = load_config()
-    with db.reading(sim["postmortem"]["db"]) as con:
-        use_settings(con, config)
-        result = evaluate_gate(con, "4.12", config, as_of=AS_OF)
-    assert result.verdict == "rollback_to_cloud"
-    text = build_alert(result)["text"]
-    assert "ledger: pipeline ledger --release 4.12 (also in pipeline report --release 4.12)" in text.splitlines()
-    with db.reading(sim["healthy"]["db"]) as con:
-        use_settings(con, config)
-        healthy = evaluate_gate(con, "4.12", config, as_of=AS_OF)
-    assert "ledger:" not in build_alert(healthy)["text"]
+    line = "ledger: pipeline ledger --release 4.12 (also in pipeline report --release 4.12)"
+    for scenario, verdict, pointed in (("postmortem", "rollback_to_cloud", True), ("healthy", "keep_edge", False)):
+        copy = tmp_path / f"{scenario}.duckdb"
+        shutil.copy(sim[scenario]["db"], copy)
+        with db.reading(copy) as con:
+            use_settings(con, config)
+            result = evaluate_gate(con, "4.12", config, as_of=AS_OF)
+        assert result.verdict == verdict
+        record_evaluation(copy, result, config)
+        con = duckdb.connect(str(copy), read_only=True)
+        texts = [json.loads(p)["text"] for (p,) in con.execute("SELECT DISTINCT payload FROM alerts").fetchall()]
+        con.close()
+        assert any(line in t.splitlines() for t in texts) is pointed, texts
 
 
 def test_cli_ledger_json_and_exit_codes(sim, tmp_path):
@@ -362,7 +367,7 @@ def test_cli_ledger_json_and_exit_codes(sim, tmp_path):
 def test_cli_ledger_bad_costs_name_the_key(sim, tmp_path):
     dbp = str(sim["healthy"]["db"])
     for costs, message in (({"cloud": {"rewrite": {"per_request": -1}}},
-                            "costs.cloud.rewrite.per_request must be between 0 and 1000000.0, got -1.0"),
+                            "costs.cloud.rewrite.per_request must be between 0 and 1000000, got -1.0"),
                            ({"power_w": {"tiny": 3}}, "unknown key 'costs.power_w.tiny'; expected one of: low, mid, "
                                                       "high, flagship"),
                            ({"update": {"installs": "many"}}, "costs.update.installs must be a number, got 'many'")):

@@ -37,6 +37,12 @@ def test_gate_json_and_routing_table_validate(demo_dir):
     routing = json.loads((demo_dir / "routing-4.12.json").read_text())
     assert routing["schema_version"] == SCHEMA_VERSION
     _validator("routing").validate(routing)
+    assert routing["rollout"] == "rollback_to_cloud" and {r["route"] for r in routing["routes"]} == {"cloud"}
+    state = _pipeline(demo_dir, "state", "--release", "4.12", "--json")
+    assert state.returncode == 0, state.stderr
+    view = json.loads(state.stdout)
+    _validator("state").validate(view)
+    assert view["status"] == "rollback_to_cloud" and view["segments"][-1]["segment"] == "release"
 
 
 def test_nightly_and_ingest_json_validate(tmp_path):

@@ -63,3 +63,35 @@ CREATE TABLE IF NOT EXISTS alerts (
     delivered_at  TIMESTAMP,
     PRIMARY KEY (alert_id, sink)
 );
+-- added by later versions; existing databases get the columns here
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS trigger VARCHAR DEFAULT 'manual';   -- ci | nightly | manual
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS evaluation_uid VARCHAR;            -- one evaluation is stored once
+-- rollout state per segment (pipeline/rollout.py): one look per segment and as-of day, the
+-- latest stored evaluation of that day winning; the state is replayed from the looks
+CREATE TABLE IF NOT EXISTS rollout_looks (
+    release        VARCHAR NOT NULL,
+    segment        VARCHAR NOT NULL,      -- task/tier/bucket, or "release" for the release-wide gates
+    day            DATE NOT NULL,         -- the as-of day of the evaluation
+    outcome        VARCHAR NOT NULL,      -- fail | pass | insufficient
+    decision       VARCHAR NOT NULL,      -- the segment's decision (the verdict for "release")
+    failed_gates   VARCHAR[] NOT NULL,
+    evaluation_uid VARCHAR NOT NULL,
+    evaluated_at   TIMESTAMP NOT NULL,
+    trigger        VARCHAR NOT NULL,
+    PRIMARY KEY (release, segment, day)
+);
+CREATE TABLE IF NOT EXISTS rollout_state (
+    release        VARCHAR NOT NULL,
+    segment        VARCHAR NOT NULL,
+    state          VARCHAR NOT NULL,      -- ok | suspect | rolled_back | recovering
+    since          DATE,                  -- the day it entered the state
+    last_day       DATE NOT NULL,
+    last_decision  VARCHAR NOT NULL,
+    last_fail      DATE,
+    passes         INTEGER NOT NULL,      -- consecutive passing looks (recovering)
+    recent         VARCHAR NOT NULL,      -- the last decisive looks, oldest first: F fail, P pass
+    failed_gates   VARCHAR[] NOT NULL,    -- of the last failing look
+    reason         VARCHAR NOT NULL,
+    updated_at     TIMESTAMP NOT NULL,
+    PRIMARY KEY (release, segment)
+);
