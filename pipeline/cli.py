@@ -28,8 +28,8 @@ from typing import Any
 from pipeline.errors import PipelineError, UsageError
 
 EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-HARD_STOP = ("stopped by a second signal; the transaction in flight was rolled back, whole files are in; "
-             "run it again to finish")
+HARD_STOP = "stopped by a signal at once; the transaction in flight was rolled back, whole files are in; " \
+            "run it again to finish"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -584,7 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the one boundary: a crash must never look like exit 1 (rollback)
         if args.debug or os.environ.get("PIPELINE_DEBUG"):
             traceback.print_exc()
-        if stopping.stop_requested():  # a second signal inside DuckDB comes back as "Query interrupted"
+        if stopping.stop_requested():  # e.g. a second signal inside DuckDB comes back as "Query interrupted"
             print(f"pipeline {args.command}: {HARD_STOP}", file=sys.stderr)
             return EXIT_INTERRUPTED
         failure = db.storage_failure(_db(args), exc) if hasattr(args, "db") else None

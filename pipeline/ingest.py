@@ -209,7 +209,8 @@ def _exit_with_parent(parent: int) -> None:
 
 def _worker_start() -> None:
     global _worker_validator
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle (stopping.py)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C and systemd signal the whole group: the main
+        signal.signal(signum, signal.SIG_IGN)  # process decides when to stop (stopping.py); this one leaves with it
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     from pipeline.validate import Validator  # only the worker process pays for Great Expectations
 
