@@ -116,6 +116,7 @@ class DeliveryDeadline:
         self.seconds = seconds
         self.ends = time.monotonic() + seconds
         self.not_before = 0.0
+        self.why = ""  # what set not_before, for the alerts that then are not even tried
 
     def left(self) -> float:
         return self.ends - time.monotonic()
@@ -128,7 +129,7 @@ def post_webhook(url: str, alert: dict[str, Any], timeout: float, retries: int, 
     the next run instead."""
     deadline = deadline or DeliveryDeadline(math.inf)
     body = json.dumps(alert).encode()
-    delay, problem = backoff, "not sent"
+    delay, problem = backoff, f"not sent: {deadline.why}" if deadline.why else "not sent"
     for attempt in range(retries + 1):
         hold = deadline.not_before - time.monotonic()
         if hold > deadline.left():
@@ -153,13 +154,13 @@ def post_webhook(url: str, alert: dict[str, Any], timeout: float, retries: int, 
             retry_after = exc.headers.get("Retry-After", "") if exc.headers else ""
             if retry_after.isdigit():
                 problem += f" with Retry-After {retry_after} s"
-                deadline.not_before = time.monotonic() + float(retry_after)
+                deadline.not_before, deadline.why = time.monotonic() + float(retry_after), problem
                 continue
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             problem = f"webhook unreachable: {reason}"
         if attempt < retries:
-            deadline.not_before = time.monotonic() + min(delay, MAX_BACKOFF_S)
+            deadline.not_before, deadline.why = time.monotonic() + min(delay, MAX_BACKOFF_S), problem
             delay *= 2
     raise TransientError(f"{problem} (after {retries + 1} attempts)")
 
