@@ -97,7 +97,9 @@ class _ProgressBar:
             return
         width = 30
         filled = width * done // total
-        name = path.name[:40]
+        from pipeline.landing import shown
+
+        name = shown(path.name)[:40]
         sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files {name:<40}")
         if done == total:
             sys.stderr.write("\n")

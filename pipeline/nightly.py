@@ -72,7 +72,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                   f"{len(d['skipped_files'])} already in; {d['accepted']} rows accepted, {d['quarantined']} "
                   f"quarantined, {d['duplicates']} duplicates", **{k: v for k, v in d.items() if k != "per_file"})
             for status in ("rejected", "refused"):
-                for f in d[f"{status}_files"]:
+                for f in d.get(f"{status}_files", []):
                     line = f"{status:<8} {shown(f['path'])}: {shown(f['reason'])}"
                     run.steps["ingest"]["text"] += f"\n             {line}"
             stopping.check()  # a stop asked for during a step takes effect before the next one
