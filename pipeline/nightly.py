@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline import db, logs, sqlfiles, stopping
+from pipeline import clock, db, logs, sqlfiles, stopping
 from pipeline.aggregate import refresh, use_settings
 from pipeline.alerts import deliver
 from pipeline.config import Config
@@ -21,6 +21,7 @@ from pipeline.gate import GateResult, evaluate_gate
 from pipeline.history import record_evaluation
 from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
 from pipeline.landing import shown
+from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.stopping import Interrupted
 
 
@@ -33,7 +34,8 @@ class RunResult:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "status": self.status, "steps": self.steps, "verdicts": self.verdicts,
+        return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id,
+                "status": self.status, "steps": self.steps, "verdicts": self.verdicts,
                 "error": self.error}
 
     def __str__(self) -> str:
@@ -56,8 +58,8 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS,
                 report_dir: Path | None = None) -> tuple[RunResult, list[GateResult]]:
-    now = db.utcnow()
-    as_of = as_of or now
+    pinned = as_of
+    as_of = now = clock.now(pinned)  # one moment for the run: ingest's future-event rule, the window, the stamps
     results: list[GateResult] = []
     held = ExitStack()  # the writer lock: released before alert delivery waits on the network
     held.enter_context(db.writer_lock(db_path, kind))
@@ -123,7 +125,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             summary = {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in run.steps.items()}
             with db.writer_lock(db_path, kind, wait=db.busy_timeout()), db.writing(db_path) as con:
                 sqlfiles.run(con, "ingest/finish_run", {
-                    "run_id": run.run_id, "finished_at": db.utcnow(), "status": run.status,
+                    "run_id": run.run_id, "finished_at": clock.now(pinned), "status": run.status,
                     "summary": json.dumps({"steps": summary, "verdicts": run.verdicts}, default=str),
                     "error": run.error})
     finally:
