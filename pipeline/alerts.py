@@ -16,10 +16,11 @@ travel with the alert; `alert_id` is the webhook's `Idempotency-Key`.
 
 Delivery goes through the `alerts` outbox table, at least once:
 - enqueue (with the evaluation, in its transaction): one row per configured sink;
-- deliver: every pending row, without holding the database while sending. A
-  temporary failure (connection refused, timeout, 5xx, 429) is retried with
-  capped exponential backoff and, if it persists, stays pending for the next
-  run; a permanent one (other 4xx) is marked failed. The alert id travels as
+- deliver: every pending row, without holding the database or the writer lock
+  while sending. A temporary failure (connection refused, timeout, 5xx, 429) is
+  retried with capped exponential backoff (Retry-After honoured) inside one
+  total deadline per run (`alerts.delivery_deadline_s`) and, if it persists,
+  stays pending for the next run; a permanent one (other 4xx) is marked failed. The alert id travels as
   `Idempotency-Key`, so a receiver can drop the duplicate of a crash between
   its 200 and our bookkeeping.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sys
 import time
 import urllib.error
@@ -148,15 +150,43 @@ class Delivery:
         return text + "".join(f"\n  {e}" for e in self.errors)
 
 
-def post_webhook(url: str, alert: dict[str, Any], timeout: float, retries: int, backoff: float) -> None:
-    """POST with retries of temporary failures; raises TransientError or PermanentError."""
+class DeliveryDeadline:
+    """The time one delivery run may spend on the webhook (`alerts.delivery_deadline_s`), and the
+    moment before which the receiver asked not to be called again (Retry-After, or our backoff)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.ends = time.monotonic() + seconds
+        self.not_before = 0.0
+        self.why = ""  # what set not_before, for the alerts that then are not even tried
+
+    def left(self) -> float:
+        return self.ends - time.monotonic()
+
+
+def post_webhook(url: str, alert: dict[str, Any], timeout: float, retries: int, backoff: float,
+                 deadline: DeliveryDeadline | None = None) -> None:
+    """POST with retries of temporary failures inside the run's deadline; raises TransientError or
+    PermanentError. Retry-After is honoured; when it points past the deadline, the alert waits for
+    the next run instead."""
+    deadline = deadline or DeliveryDeadline(math.inf)
     body = json.dumps(alert).encode()
-    delay = backoff
+    delay, problem = backoff, f"not sent: {deadline.why}" if deadline.why else "not sent"
     for attempt in range(retries + 1):
+        hold = deadline.not_before - time.monotonic()
+        if hold > deadline.left():
+            raise TransientError(f"{problem}; waiting {math.ceil(hold)} s more would pass the delivery deadline "
+                                 f"of {deadline.seconds:g} s (alerts.delivery_deadline_s)")
+        if hold > 0:
+            time.sleep(hold)
+        left = deadline.left()
+        if left <= 0:
+            raise TransientError(f"{problem}; the delivery deadline of {deadline.seconds:g} s passed "
+                                 "(alerts.delivery_deadline_s)")
         request = urllib.request.Request(url, data=body, method="POST", headers={
             "Content-Type": "application/json", "Idempotency-Key": alert["alert_id"]})
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with urllib.request.urlopen(request, timeout=min(timeout, left)) as response:
                 response.read()
             return
         except urllib.error.HTTPError as exc:
@@ -165,17 +195,19 @@ def post_webhook(url: str, alert: dict[str, Any], timeout: float, retries: int, 
             problem = f"webhook answered {exc.code} {exc.reason}"
             retry_after = exc.headers.get("Retry-After", "") if exc.headers else ""
             if retry_after.isdigit():
-                delay = max(delay, float(retry_after))
+                problem += f" with Retry-After {retry_after} s"
+                deadline.not_before, deadline.why = time.monotonic() + float(retry_after), problem
+                continue
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             problem = f"webhook unreachable: {reason}"
         if attempt < retries:
-            time.sleep(min(delay, MAX_BACKOFF_S))
+            deadline.not_before, deadline.why = time.monotonic() + min(delay, MAX_BACKOFF_S), problem
             delay *= 2
     raise TransientError(f"{problem} (after {retries + 1} attempts)")
 
 
-def _send(sink: str, alert: dict[str, Any], config: Config, out: TextIO) -> None:
+def _send(sink: str, alert: dict[str, Any], config: Config, out: TextIO, deadline: DeliveryDeadline) -> None:
     a = config.alerts
     if sink == "stdout":
         print(alert["text"], file=out)
@@ -183,35 +215,38 @@ def _send(sink: str, alert: dict[str, Any], config: Config, out: TextIO) -> None
         with Path(a.jsonl_path).open("a") as fh:
             fh.write(json.dumps(alert) + "\n")
     elif sink == "webhook":
-        post_webhook(a.webhook_url, alert, a.webhook_timeout_s, a.webhook_retries, a.webhook_backoff_s)
+        post_webhook(a.webhook_url, alert, a.webhook_timeout_s, a.webhook_retries, a.webhook_backoff_s,
+                     deadline)
     else:
         raise PermanentError(f"unknown sink {sink!r}")
 
 
 def deliver(db_path: Path, config: Config, out: TextIO | None = None) -> Delivery:
-    """Send every pending alert. The database is not held while sending."""
+    """Send every pending alert. The writer lock is held only to read the outbox and to record the
+    outcomes, never while waiting on the network; a crash in between re-sends (at least once, with
+    the Idempotency-Key)."""
     out = out or sys.stdout
-    with db.writer_lock(db_path, "alerts"):
-        with db.writing(db_path) as con:
-            rows = sqlfiles.run(con, "alerts/pending").fetchall()
-        report, marks = Delivery(), []
-        for alert_id, sink, payload, _attempts in rows:
-            key = f"{alert_id}/{sink}"
-            try:
-                _send(sink, json.loads(payload), config, out)
-                report.delivered.append(key)
-                marks.append((alert_id, sink, "delivered", None, db.utcnow()))
-            except TransientError as exc:
-                report.pending.append(key)
-                report.errors.append(f"{sink}: {exc}; kept for the next run")
-                marks.append((alert_id, sink, "pending", str(exc), None))
-            except (PermanentError, OSError) as exc:
-                report.failed.append(key)
-                report.errors.append(f"{sink}: {exc}; not retried")
-                marks.append((alert_id, sink, "failed", str(exc), None))
-        if marks:
-            with db.writing(db_path) as con:
-                for alert_id, sink, status, error, at in marks:
-                    sqlfiles.run(con, "alerts/mark", {"alert_id": alert_id, "sink": sink, "status": status,
-                                                      "last_error": error, "delivered_at": at})
+    with db.writer_lock(db_path, "alerts"), db.writing(db_path) as con:
+        rows = sqlfiles.run(con, "alerts/pending").fetchall()
+    report, marks = Delivery(), []
+    deadline = DeliveryDeadline(config.alerts.delivery_deadline_s)
+    for alert_id, sink, payload, _attempts in rows:
+        key = f"{alert_id}/{sink}"
+        try:
+            _send(sink, json.loads(payload), config, out, deadline)
+            report.delivered.append(key)
+            marks.append((alert_id, sink, "delivered", None, db.utcnow()))
+        except TransientError as exc:
+            report.pending.append(key)
+            report.errors.append(f"{sink}: {exc}; kept for the next run")
+            marks.append((alert_id, sink, "pending", str(exc), None))
+        except (PermanentError, OSError) as exc:
+            report.failed.append(key)
+            report.errors.append(f"{sink}: {exc}; not retried")
+            marks.append((alert_id, sink, "failed", str(exc), None))
+    if marks:
+        with db.writer_lock(db_path, "alerts", wait=db.busy_timeout()), db.writing(db_path) as con:
+            for alert_id, sink, status, error, at in marks:
+                sqlfiles.run(con, "alerts/mark", {"alert_id": alert_id, "sink": sink, "status": status,
+                                                  "last_error": error, "delivered_at": at})
     return report

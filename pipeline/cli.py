@@ -5,7 +5,8 @@ Exit codes (every command):
   1  `gate` only: partial_rollback or rollback_to_cloud
   2  usage or input error, a database held by another writer, or any failure of the tool
   3  `gate` only: insufficient_data
-  130 stopped by SIGTERM/SIGINT (ingest, nightly): whole files are in, rerun to finish
+  124 `sql` / `query`: the statement ran past --timeout and was stopped
+  130 stopped by SIGTERM/SIGINT (ingest, nightly): whole files are in, rerun to finish; Ctrl-C in sql/query
 Heavy modules (Great Expectations, the gate) are imported inside the commands
 that need them, so `pipeline --help` and `pipeline gate` start fast.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -26,6 +28,8 @@ from typing import Any
 from pipeline.errors import PipelineError, UsageError
 
 EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+HARD_STOP = "stopped by a signal at once; the transaction in flight was rolled back, whole files are in; " \
+            "run it again to finish"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,6 +57,12 @@ def _as_of_option(p: argparse.ArgumentParser) -> None:
 def _batch_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--validate-batch-rows", type=int, default=None, metavar="N",
                    help="rows of whole files validated per Great Expectations run (default 500,000; memory vs speed)")
+
+
+def _timeout_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop the statement after this long, exit 124 (default: $PIPELINE_SQL_TIMEOUT, else 5; "
+                        "0 = no limit)")
 
 
 def _config_option(p: argparse.ArgumentParser) -> None:
@@ -90,7 +100,9 @@ class _ProgressBar:
             return
         width = 30
         filled = width * done // total
-        name = path.name[:40]
+        from pipeline.landing import shown
+
+        name = shown(path.name)[:40]
         sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files {name:<40}")
         if done == total:
             sys.stderr.write("\n")
@@ -102,7 +114,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
 
     config = _config(args)  # a bad config fails before any work
-    with writer_lock(_db(args), "ingest"):
+    with writer_lock(_db(args), "ingest"), _announce_new_warehouse(args):
         result = ingest(_db(args), args.paths, now=_as_of(args), progress=None if args.json else _ProgressBar(),
                         batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
         rollup = _refresh_rollup(args, config)
@@ -111,6 +123,29 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     else:
         print(result)
         print(rollup)
+    return EXIT_OK
+
+
+@contextmanager
+def _announce_new_warehouse(args: argparse.Namespace) -> Iterator[None]:
+    """ingest and nightly may start a warehouse in an existing folder: say so on stderr."""
+    path = _db(args)
+    existed = path.exists()
+    try:
+        yield
+    finally:
+        if not existed and path.exists():
+            print(f"pipeline {args.command}: created a new warehouse at {path}", file=sys.stderr)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from pipeline.db import init_warehouse
+
+    path = _db(args)
+    if init_warehouse(path):
+        print(f"created a new warehouse at {path}")
+    else:
+        print(f"{path} is already a warehouse; its tables are in place")
     return EXIT_OK
 
 
@@ -153,23 +188,36 @@ def _format(args: argparse.Namespace) -> str:
     return args.format or ("table" if sys.stdout.isatty() else "csv")
 
 
-def _print_rows(args: argparse.Namespace, cursor) -> None:
+def _timeout(args: argparse.Namespace) -> float:
+    from pipeline.adhoc import default_timeout
+
+    if args.timeout is None:
+        return default_timeout()
+    if args.timeout < 0:
+        raise UsageError("--timeout must be >= 0 seconds (0 = no limit)")
+    return args.timeout
+
+
+def _print_limited(args: argparse.Namespace, con: Any, sql: str, params: dict[str, Any] | None = None) -> None:
+    from pipeline.adhoc import run_limited
     from pipeline.render import rows_as
 
-    columns = [d[0] for d in cursor.description] if cursor.description else []
-    print(rows_as(_format(args), columns, cursor.fetchall()))
+    columns, rows = run_limited(con, sql, params, _timeout(args))
+    print(rows_as(_format(args), columns, rows))
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
+    from pipeline.adhoc import check_read_statement
+
     with _warehouse(args, _config(args), sandbox=True) as con:
+        check_read_statement(con, args.query)
         try:
-            cursor = con.execute(args.query)
+            _print_limited(args, con, args.query)
         except duckdb.Error as exc:
             message = str(exc).splitlines()[0]
             raise UsageError(f"refused or failed (the warehouse is read-only here): {message}") from None
-        _print_rows(args, cursor)
     return EXIT_OK
 
 
@@ -204,7 +252,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise UsageError(f"query {q.name} needs --param {missing[0]}=...")
     bound = {name: params.get(name) for name in names}
     with _warehouse(args, _config(args)) as con:
-        _print_rows(args, con.execute(q.text, bound) if bound else con.execute(q.text))
+        _print_limited(args, con, q.text, bound)
     return EXIT_OK
 
 
@@ -339,10 +387,11 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
     if not args.landing.is_dir():
         raise UsageError(f"--landing {args.landing} is not a folder")
-    run, results = run_nightly(_db(args), args.landing, _config(args), as_of=_as_of(args),
-                               routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
-                               batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS,
-                               report_dir=args.report_dir)
+    with _announce_new_warehouse(args):
+        run, results = run_nightly(_db(args), args.landing, _config(args), as_of=_as_of(args),
+                                   routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
+                                   batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS,
+                                   report_dir=args.report_dir)
     if args.json:
         _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
     else:
@@ -424,12 +473,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="pipeline",
                      description="Telemetry ingestion and rollback gate for on-device language models.",
-                     epilog="exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 error, 3 insufficient data")
+                     epilog="exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 error, 3 insufficient data, "
+                            "124 sql/query time limit, 130 stopped by a signal")
     parser.add_argument("--version", action="version", version=f"pipeline {_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
     parser.add_argument("--log-format", choices=["text", "json"], default="text",
                         help="structured step logs on stderr (json for log collectors)")
+    parser.add_argument("--busy-timeout", type=float, default=None, metavar="SECONDS",
+                        help="how long to wait for a database another process holds "
+                             "(default: $PIPELINE_BUSY_TIMEOUT, else 30)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("init", help="create a new, empty warehouse (and its folders) at --db")
+    _db_option(p)
+    p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("ingest", help="validate and load telemetry Parquet files or folders")
     p.add_argument("paths", nargs="+", type=Path, help="Parquet files, or folders searched for *.parquet")
@@ -453,6 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     _db_option(p)
     _config_option(p)
     _format_option(p)
+    _timeout_option(p)
     p.set_defaults(func=cmd_sql)
 
     p = sub.add_parser("query", help="run a named query from sql/queries with bound parameters")
@@ -462,6 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     _db_option(p)
     _config_option(p)
     _format_option(p)
+    _timeout_option(p)
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("gate", help="decide keep edge / roll back to cloud per segment of a release",
@@ -588,13 +647,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     batch_rows = getattr(args, "validate_batch_rows", None)
     if batch_rows is not None and batch_rows < 1:
         parser.error("--validate-batch-rows must be >= 1")
-    from pipeline import logs
+    if args.busy_timeout is not None and args.busy_timeout < 0:
+        parser.error("--busy-timeout must be >= 0 seconds")
+    from pipeline import db, logs
 
+    db.set_busy_timeout(args.busy_timeout)
     logs.setup(args.log_format)
     from pipeline import stopping
 
     if args.command in ("ingest", "nightly", "aggregate"):
         stopping.install()  # SIGTERM/SIGINT: finish the file in hand, then stop
+    elif args.command in ("sql", "query"):
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # like Ctrl-C: interrupt the query, exit 130
     try:
         return func(args)
     except stopping.Interrupted:
@@ -609,12 +673,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pipeline {args.command}: output closed early (broken pipe)", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print(f"pipeline {args.command}: interrupted; the transaction in flight was rolled back", file=sys.stderr)
+        if args.command in ("sql", "query"):
+            print(f"pipeline {args.command}: interrupted; the query was stopped", file=sys.stderr)
+        else:
+            print(f"pipeline {args.command}: {HARD_STOP}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one boundary: a crash must never look like exit 1 (rollback)
         if args.debug or os.environ.get("PIPELINE_DEBUG"):
             traceback.print_exc()
-        print(f"pipeline {args.command}: internal error: {type(exc).__name__}: {exc} "
+        if stopping.stop_requested():  # e.g. a second signal inside DuckDB comes back as "Query interrupted"
+            print(f"pipeline {args.command}: {HARD_STOP}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        failure = db.storage_failure(_db(args), exc) if hasattr(args, "db") else None
+        if failure:
+            print(f"pipeline {args.command}: error: {failure}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"pipeline {args.command}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
               "(rerun with --debug for the traceback)", file=sys.stderr)
         return EXIT_ERROR
     finally:

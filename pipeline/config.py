@@ -112,6 +112,8 @@ class Alerts:
     webhook_timeout_s: float = _f(5.0, 0.1, 300)
     webhook_retries: int = _f(3, 0, 20, help="retries of a temporary failure within one delivery run")
     webhook_backoff_s: float = _f(0.5, 0, 60, help="first retry delay; doubles, capped at 30 s")
+    delivery_deadline_s: float = _f(60.0, 0, 3600, help="total time one delivery run spends on the webhook, "
+                                                        "Retry-After waits included; the rest waits for the next run")
 
 
 ROUTES = ("edge", "edge_with_cloud_check", "cloud")

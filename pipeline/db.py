@@ -23,16 +23,57 @@ from pathlib import Path
 import duckdb
 
 from pipeline import clock, sqlfiles
-from pipeline.errors import DatabaseBusy, DatabaseError
+from pipeline.errors import DatabaseBusy, DatabaseError, UsageError
 from pipeline.schema import Schema, load_schema
 
 DEFAULT_DB = "telemetry.duckdb"
-# How long a connection waits for another process's brief hold on the file.
-READ_WAIT_SECONDS = 30.0
+# How long a connection waits for another process's brief hold on the file:
+# --busy-timeout, else $PIPELINE_BUSY_TIMEOUT, else this.
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+BUSY_TIMEOUT_ENV = "PIPELINE_BUSY_TIMEOUT"
+_busy_timeout: float | None = None
+# Tests only: "checkpoint" makes the next commit's checkpoint fail inside DuckDB (a crash in the commit).
+FAULT_ENV = "PIPELINE_TEST_FAULT"
 
 
 def default_db_path() -> Path:
     return Path(os.environ.get("PIPELINE_DB") or DEFAULT_DB)
+
+
+def set_busy_timeout(seconds: float | None) -> None:
+    global _busy_timeout
+    _busy_timeout = seconds
+
+
+def busy_timeout() -> float:
+    if _busy_timeout is not None:
+        return _busy_timeout
+    raw = os.environ.get(BUSY_TIMEOUT_ENV)
+    if not raw:
+        return DEFAULT_BUSY_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{BUSY_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    if value < 0:
+        raise UsageError(f"{BUSY_TIMEOUT_ENV}={raw!r} must be >= 0")
+    return value
+
+
+def require_folder(path: Path) -> None:
+    """A writer creates a new database file only inside an existing folder: a typo must not start a warehouse."""
+    if not path.exists() and not path.parent.is_dir():
+        raise UsageError(f"--db {path}: folder {path.parent} does not exist; "
+                         f"to start a new warehouse there run: pipeline init --db {path}")
+
+
+def init_warehouse(path: Path) -> bool:
+    """Create the database (and its folders) with every table; False when it already existed."""
+    existed = path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with writer_lock(path, "init"), writing(path):
+        pass
+    return not existed
 
 
 def events_ddl(schema: Schema) -> str:
@@ -69,29 +110,82 @@ def _open(path: Path, read_only: bool, config: dict | None = None) -> duckdb.Duc
         raise DatabaseError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
 
 
-def _open_waiting(path: Path, read_only: bool, config: dict | None, wait: float) -> duckdb.DuckDBPyConnection:
+def _open_waiting(path: Path, read_only: bool, config: dict | None,
+                  wait: float | None) -> duckdb.DuckDBPyConnection:
     """Readers and the writer each hold the file briefly, so a busy file is retried for up to `wait` s."""
+    wait = busy_timeout() if wait is None else wait
     deadline = time.monotonic() + wait
     while True:
         try:
             return _open(path, read_only=read_only, config=config)
-        except DatabaseBusy:
+        except DatabaseBusy as exc:
             if time.monotonic() >= deadline:
-                raise
+                raise DatabaseBusy(f"{str(exc).removesuffix('; try again when it finishes')}; waited {wait:g} s; "
+                                   f"try again when it finishes, or wait longer with --busy-timeout SECONDS "
+                                   f"(or {BUSY_TIMEOUT_ENV})") from None
             time.sleep(0.05)
 
 
-def connect_write(path: Path, wait: float = READ_WAIT_SECONDS) -> duckdb.DuckDBPyConnection:
+def connect_write(path: Path, wait: float | None = None) -> duckdb.DuckDBPyConnection:
     """A read-write connection with the warehouse tables in place. Callers hold writer_lock."""
+    require_folder(path)
     con = _open_waiting(path, read_only=False, config=None, wait=wait)
     try:
         con.execute(events_ddl(load_schema()))
         con.execute(sqlfiles.sql_file("ddl/tables").text)
         con.execute(sqlfiles.sql_file("ddl/derived").text)
+        if os.environ.get(FAULT_ENV) == "checkpoint":
+            con.execute("SET checkpoint_threshold = '1b'")
+            con.execute("SET debug_checkpoint_abort = 'before_header'")
     except BaseException:
         con.close()
         raise
     return con
+
+
+_ERROR_PREFIX = re.compile(r"^(?:[A-Z][A-Za-z]* )*Error: ")
+
+
+def storage_failure(path: Path, exc: BaseException) -> str | None:
+    """One line naming the database and the root cause when `exc` comes from DuckDB failing to store
+    (a crash in the commit, a full disk, a file size limit), else None. The root is the first DuckDB
+    error of the chain: a later one (a rollback after a failed commit) only hides it."""
+    root = None
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, duckdb.Error):
+            root = seen
+        seen = seen.__cause__ or seen.__context__
+    if root is None:
+        return None
+    text = " ".join(str(root).split())
+    original = re.search(r'Original error: "(.*)"', text)
+    cause = original.group(1) if original else text
+    while _ERROR_PREFIX.match(cause):
+        cause = _ERROR_PREFIX.sub("", cause, count=1)
+    if isinstance(root, duckdb.FatalException) or original:
+        return (f"database {path} failed and DuckDB closed it: {cause}; "
+                "what was committed is kept, run the command again to finish")
+    if isinstance(root, duckdb.IOException) or "Failed to commit" in text:
+        return f"database {path}: could not store the changes: {cause}; nothing of the transaction in flight was kept"
+    return None
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """BEGIN ... COMMIT. A failed body rolls back; a failed COMMIT is not rolled back: DuckDB has already
+    ended it (or invalidated the database), and a ROLLBACK then would only replace the real cause."""
+    con.begin()
+    try:
+        yield
+    except BaseException as exc:
+        if not isinstance(exc, duckdb.FatalException):
+            try:
+                con.rollback()
+            except duckdb.Error:
+                pass  # the database failed under the body; `exc` says why
+        raise
+    con.commit()
 
 
 @contextmanager
@@ -103,9 +197,9 @@ def writing(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         con.close()
 
 
-def connect_read(path: Path, sandbox: bool = False, wait: float = READ_WAIT_SECONDS) -> duckdb.DuckDBPyConnection:
+def connect_read(path: Path, sandbox: bool = False, wait: float | None = None) -> duckdb.DuckDBPyConnection:
     """A read-only connection. A writer holds the file only for one file's
-    transaction at a time, so a busy file is retried for up to `wait` seconds.
+    transaction at a time, so a busy file is retried for up to `wait` seconds (default: busy_timeout()).
     `sandbox` also cuts off files, extensions and settings (for ad hoc SQL)."""
     if not path.exists():
         raise DatabaseError(f"no database at {path}; create it with: pipeline ingest --db {path} PATH")
@@ -130,15 +224,22 @@ _held: set[Path] = set()  # locks this process holds: nested steps of one run sh
 
 
 @contextmanager
-def holder_lock(lock_path: Path, command: str, busy: str) -> Iterator[None]:
-    """An flock on `lock_path` whose text names its holder; DatabaseBusy(busy + holder) when taken."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+def holder_lock(lock_path: Path, command: str, busy: str, wait: float = 0.0) -> Iterator[None]:
+    """An flock on `lock_path` whose text names its holder; DatabaseBusy(busy + holder) when still
+    taken after `wait` seconds."""
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise DatabaseBusy(f"{busy} ({_describe_holder(lock_path)}); try again when it finishes") from None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    waited = f"; waited {wait:g} s" if wait else ""
+                    raise DatabaseBusy(f"{busy} ({_describe_holder(lock_path)}){waited}; "
+                                       "try again when it finishes") from None
+                time.sleep(0.05)
         os.ftruncate(fd, 0)
         holder = {"pid": os.getpid(), "command": command, "started_at": utcnow().isoformat(timespec="seconds")}
         os.write(fd, json.dumps(holder).encode())
@@ -152,13 +253,15 @@ def holder_lock(lock_path: Path, command: str, busy: str) -> Iterator[None]:
 
 
 @contextmanager
-def writer_lock(path: Path, command: str) -> Iterator[None]:
-    """Hold `<db>.lock` for a whole writing run; nested steps of the run share it."""
+def writer_lock(path: Path, command: str, wait: float = 0.0) -> Iterator[None]:
+    """Hold `<db>.lock` for a whole writing run; nested steps of the run share it. A new run does not
+    wait (`wait` 0: a second writer is told at once); a run taking the lock back after it let go does."""
     key = path.resolve()
     if key in _held:
         yield
         return
-    with holder_lock(Path(f"{path}.lock"), command, f"database {path} is held by another writer"):
+    require_folder(path)
+    with holder_lock(Path(f"{path}.lock"), command, f"database {path} is held by another writer", wait):
         _held.add(key)
         try:
             yield

@@ -5,11 +5,12 @@
     ├── ConfigError          gates/*.yaml or a candidate file is invalid (names file and key)
     ├── DatabaseBusy         another process holds the database for writing
     ├── DatabaseError        the database cannot be opened or is not ours
-    └── UnknownRelease       --release names a release with no rows
+    ├── UnknownRelease       --release names a release with no rows
+    └── StatementTimeout     ad hoc SQL ran past its time limit (exit 124, like timeout(1))
     TransientError           worth retrying later (webhook down, timeout); never exit 1
 
 Exit 1 is reserved for "this release must not keep the edge route" and is set by
-the gate alone; every error here, and any unexpected exception, exits 2.
+the gate alone; every error here (StatementTimeout: 124), and any unexpected exception, exits 2.
 """
 
 
@@ -35,6 +36,10 @@ class DatabaseError(PipelineError):
 
 class UnknownRelease(PipelineError):
     pass
+
+
+class StatementTimeout(PipelineError):
+    exit_code = 124
 
 
 class TransientError(Exception):

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import clock, db, sqlfiles, stopping
-from pipeline.errors import UsageError
+from pipeline.landing import discover, shown
 from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.rule_results import Validation, ValidatorError
 from pipeline.schema import Column, Schema, load_schema
@@ -49,7 +49,7 @@ class FileRejected(Exception):
 @dataclass
 class FileResult:
     path: str
-    status: str  # loaded | rejected | skipped
+    status: str  # loaded | rejected | skipped | refused (outside the landing folder: never opened)
     rows_read: int = 0
     accepted: int = 0
     quarantined: int = 0
@@ -84,41 +84,31 @@ class IngestResult:
             "duplicates": self._sum("duplicates"),
             "rejected_files": listed("rejected"),
             "skipped_files": listed("skipped"),
+            "refused_files": listed("refused"),
             "per_file": [asdict(f) for f in self.files],
         }
 
     def __str__(self) -> str:
         d = self.to_dict()
+        refused = f", {len(d['refused_files'])} refused" if d["refused_files"] else ""
         lines = [
             f"{d['files']} files: {d['loaded_files']} loaded, {len(d['rejected_files'])} rejected, "
-            f"{len(d['skipped_files'])} already ingested",
+            f"{len(d['skipped_files'])} already ingested{refused}",
             f"{d['rows_read']} rows read: {d['accepted']} accepted, {d['quarantined']} quarantined, "
             f"{d['duplicates']} duplicates",
         ]
         for f in self.files:
-            if f.status == "rejected":
-                lines.append(f"  rejected {f.path}: {f.reason}")
+            name = shown(f.path)  # a newline in a file name must not split its line
+            if f.status in ("rejected", "refused"):
+                lines.append(f"  {f.status:<8} {name}: {shown(f.reason or '')}")
             elif f.status == "skipped":
-                lines.append(f"  skipped  {f.path}: {f.reason}")
+                lines.append(f"  skipped  {name}: {shown(f.reason or '')}")
             if f.extra_columns:
-                lines.append(f"  note     {f.path}: ignored columns not in the contract: {', '.join(f.extra_columns)}")
+                lines.append(f"  note     {name}: ignored columns not in the contract: {', '.join(f.extra_columns)}")
             if f.missing_columns:
-                lines.append(f"  note     {f.path}: optional columns absent, loaded as NULL: "
+                lines.append(f"  note     {name}: optional columns absent, loaded as NULL: "
                              f"{', '.join(f.missing_columns)}")
         return "\n".join(lines)
-
-
-def discover(paths: list[Path]) -> list[Path]:
-    """Files named, plus every *.parquet below each folder named, in a stable order."""
-    found: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            found.extend(sorted(q for q in p.rglob("*.parquet") if q.is_file()))
-        elif p.is_file():
-            found.append(p)
-        else:
-            raise UsageError(f"no such file or folder: {p}")
-    return list(dict.fromkeys(found))
 
 
 def sha256_of(path: Path) -> str:
@@ -221,7 +211,8 @@ def _exit_with_parent(parent: int) -> None:
 
 def _worker_start() -> None:
     global _worker_validator
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle (stopping.py)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C and systemd signal the whole group: the main
+        signal.signal(signum, signal.SIG_IGN)  # process decides when to stop (stopping.py); this one leaves with it
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     from pipeline.validate import Validator  # only the worker process pays for Great Expectations
 
@@ -391,6 +382,7 @@ class Ingestor:
 
 def ingest(db_path: Path, paths: list[Path], now: datetime | None = None,
            progress: Progress | None = None, batch_rows: int = DEFAULT_BATCH_ROWS) -> IngestResult:
-    files = discover(paths)
+    landed = discover(paths)  # links out of a landing folder are refused here, never opened
+    refused = [FileResult(r.path, "refused", reason=r.reason) for r in landed.refused]
     with db.writer_lock(db_path, "ingest"):
-        return IngestResult(Ingestor(db_path, now, batch_rows).run(files, progress))
+        return IngestResult(Ingestor(db_path, now, batch_rows).run(landed.files, progress) + refused)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from pipeline.errors import TransientError
 from pipeline.gate import GateResult, evaluate_gate
 from pipeline.history import record_evaluation
 from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
+from pipeline.landing import shown
 from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.stopping import Interrupted
 
@@ -59,7 +61,9 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
     pinned = as_of
     as_of = now = clock.now(pinned)  # one moment for the run: ingest's future-event rule, the window, the stamps
     results: list[GateResult] = []
-    with db.writer_lock(db_path, kind):
+    held = ExitStack()  # the writer lock: released before alert delivery waits on the network
+    held.enter_context(db.writer_lock(db_path, kind))
+    try:
         with db.writing(db_path) as con:
             run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": now}).fetchone()[0])
         try:
@@ -69,8 +73,10 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             _step(run, "ingest", t, f"{d['loaded_files']} files loaded, {len(d['rejected_files'])} rejected, "
                   f"{len(d['skipped_files'])} already in; {d['accepted']} rows accepted, {d['quarantined']} "
                   f"quarantined, {d['duplicates']} duplicates", **{k: v for k, v in d.items() if k != "per_file"})
-            for rejected in d["rejected_files"]:
-                run.steps["ingest"]["text"] += f"\n             rejected {rejected['path']}: {rejected['reason']}"
+            for status in ("rejected", "refused"):
+                for f in d.get(f"{status}_files", []):
+                    line = f"{status:<8} {shown(f['path'])}: {shown(f['reason'])}"
+                    run.steps["ingest"]["text"] += f"\n             {line}"
             stopping.check()  # a stop asked for during a step takes effect before the next one
             t = time.perf_counter()
             rolled = refresh(db_path, config, now=now)
@@ -99,6 +105,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                     use_settings(con, config)
                     index = write_reports(con, results, config, report_dir)
                 _step(run, "report", t, f"{len(results)} reports, index {index}", reports=len(results))
+            held.close()  # a slow webhook must not stall other writers: deliver() takes the lock only to read/mark
             t = time.perf_counter()
             delivery = deliver(db_path, config, out=alert_out)
             _step(run, "alerts", t, str(delivery).removeprefix("alerts: "), **delivery.to_dict())
@@ -110,13 +117,18 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             run.status, run.error = "interrupted", str(exc) or "stopped by a second signal"
             raise
         except Exception as exc:
-            run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+            if stopping.stop_requested():  # a second signal inside DuckDB surfaces as "Query interrupted"
+                run.status, run.error = "interrupted", "stopped by a second signal"
+                raise Interrupted(run.error) from exc
+            run.status, run.error = "failed", db.storage_failure(db_path, exc) or f"{type(exc).__name__}: {exc}"
         finally:
             logs.event("nightly", step="end", run=run.run_id, status=run.status, error=run.error or "")
             summary = {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in run.steps.items()}
-            with db.writing(db_path) as con:
+            with db.writer_lock(db_path, kind, wait=db.busy_timeout()), db.writing(db_path) as con:
                 sqlfiles.run(con, "ingest/finish_run", {
                     "run_id": run.run_id, "finished_at": clock.now(pinned), "status": run.status,
                     "summary": json.dumps({"steps": summary, "verdicts": run.verdicts}, default=str),
                     "error": run.error})
+    finally:
+        held.close()
     return run, results

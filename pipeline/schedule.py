@@ -57,6 +57,7 @@ def missed_run(trigger: Any, last_start: datetime | None, now: datetime) -> bool
 def run_scheduler(db_path: Path, landing: Path, config: Config, trigger: Any, misfire_grace_s: float,
                   job: Callable[[], Any]) -> str:
     """Blocks until SIGTERM/SIGINT; returns why it stopped."""
+    db.require_folder(db_path)
     with db.holder_lock(Path(f"{db_path}.schedule.lock"), f"schedule --landing {landing}",
                         f"database {db_path} already has a scheduler"):
         stop = threading.Event()

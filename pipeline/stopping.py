@@ -2,8 +2,12 @@
 
 The first signal asks the job to stop at the next safe point: ingest finishes
 the file it is storing (one transaction) and stops before the next one; the run
-is recorded as interrupted. A second signal stops at once: the transaction in
-flight rolls back, so a file is never half-loaded either way.
+is recorded as interrupted. A second signal stops at once: it raises
+KeyboardInterrupt once, and the transaction in flight rolls back, so a file is
+never half-loaded either way. Further signals are only noted: a second
+KeyboardInterrupt raised inside the first one's cleanup would replace it (DuckDB
+turns one into "Query interrupted"), and the exit must stay 130 (cli.py treats
+any error after a stop request as the stop).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import threading
 from types import FrameType
 
 _stop = threading.Event()
+_hard_stop = threading.Event()
 
 
 class Interrupted(Exception):
@@ -25,6 +30,7 @@ def stop_requested() -> bool:
 
 def reset() -> None:
     _stop.clear()
+    _hard_stop.clear()
 
 
 def check() -> None:
@@ -36,11 +42,13 @@ def install(on_stop: threading.Event | None = None) -> None:
     """Route SIGTERM and SIGINT here (main thread only)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if _stop.is_set():
+        if not _stop.is_set():
+            _stop.set()
+            if on_stop is not None:
+                on_stop.set()
+        elif not _hard_stop.is_set():
+            _hard_stop.set()
             raise KeyboardInterrupt  # second signal: stop now, the open transaction rolls back
-        _stop.set()
-        if on_stop is not None:
-            on_stop.set()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
