@@ -81,7 +81,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, yaml_problem
 
 if TYPE_CHECKING:
     from pipeline.config import Config
@@ -260,7 +260,7 @@ def load_candidate(path: Path | str) -> Candidate:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the candidate: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
     try:
         candidate = _build(Candidate, raw, "")
         model = candidate.model

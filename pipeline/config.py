@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, yaml_problem
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "gates" / "admission.yaml"
 MODES = ("enforce", "observe")
@@ -108,6 +108,10 @@ class Alerts:
     webhook_timeout_s: float = _f(5.0, 0.1, 300)
     webhook_retries: int = _f(3, 0, 20, help="retries of a temporary failure within one delivery run")
     webhook_backoff_s: float = _f(0.5, 0, 60, help="first retry delay; doubles, capped at 30 s")
+    max_quarantined_share: float = _f(0.05, 0, 1, help="nightly: a data_quality alert above this share of "
+                                      "rows read quarantined in one run")
+    max_days_without_data: float = _f(2.0, 0, 3650, help="nightly: a data_quality alert when no new file has "
+                                      "loaded for longer than this many days")
 
 
 ROUTES = ("edge", "edge_with_cloud_check", "cloud")
@@ -194,7 +198,7 @@ def load_config(path: Path | None = None) -> Config:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
     try:
         overrides = raw.pop("task_overrides", None) if isinstance(raw, dict) else None
         config = _build(Config, raw, "")
