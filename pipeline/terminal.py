@@ -91,21 +91,22 @@ def _limit(check: Any, short: bool = False) -> str:
 
 # ------------------------------------------------------------------ the gate view
 
-DECISION_TEXT = {"rollback_to_cloud": "roll back", "keep_edge": "keep edge", "insufficient_data": "insufficient"}
 DECISION_STYLE = {"rollback_to_cloud": "bold_red", "keep_edge": "green", "insufficient_data": "yellow"}
 VERDICT_STYLE = {"rollback_to_cloud": "bold_red", "partial_rollback": "bold_red", "keep_edge": "bold_green",
                  "insufficient_data": "bold_yellow"}
-MARKS = "marks: X failed, ? insufficient data, - not applicable, ~ borderline (interval straddles), (obs) observe-only"
+MARKS = ("marks: X failed, ? insufficient data, - not applicable, ~ borderline (the interval straddles the threshold), "
+         "(obs) observe-only (never blocks)")
 
 
-def _cell(check: Any) -> str:
+def _cell(check: Any, observe_column: bool) -> tuple[str, str]:
+    """(figure, marks): the marks get a slot of their own so the figures stay aligned."""
     if check.status == "not_applicable":
-        return "-"
+        return "-", ""
     if check.measured is None:
-        return "?" if check.status == "insufficient_data" else ""
+        return ("?" if check.status == "insufficient_data" else ""), ""
     mark = {"fail": "X", "insufficient_data": "?"}.get(check.status, "") + ("~" if check.borderline else "")
-    return in_unit(check.measured, BY_NAME[check.gate].unit, short=True) + mark + (
-        "(obs)" if check.mode == "observe" else "")
+    obs = "(obs)" if check.mode == "observe" and not observe_column else ""
+    return in_unit(check.measured, BY_NAME[check.gate].unit, short=True), mark + obs
 
 
 def _task_limit(checks: list[Any]) -> str:
@@ -155,11 +156,11 @@ def _insufficient_summary(segments: list[Any]) -> str:
     return f"insufficient data ({len(segments)} segments, not judged): {'; '.join(parts)}; --all lists them"
 
 
-def _fit(fixed: list[int], gate_widths: dict[str, int], priority: list[str], width: int | None) -> list[str]:
+def _fit(fixed: int, gate_widths: dict[str, int], priority: list[str], width: int | None) -> list[str]:
     """The gates whose columns fit in `width`, most failures first; in registry order."""
     if width is None:
         return list(gate_widths)
-    used, kept = sum(fixed) + 2 * (len(fixed) - 1), []
+    used, kept = fixed, []
     for g in priority:
         if used + 2 + gate_widths[g] <= width:
             kept.append(g)
@@ -169,56 +170,62 @@ def _fit(fixed: list[int], gate_widths: dict[str, int], priority: list[str], wid
 
 def gate_view(result: Any, width: int | None = None, colour: bool = False, wide: bool = False,
               show_all: bool = False) -> str:
-    """The gate's terminal view (module docstring). `width` None: no limit."""
+    """The gate's terminal view (module docstring): sections by decision, one column per gate.
+    `width` None: no limit."""
     paint = Paint(colour)
     limit = None if wide else width
     segments = result.segments
-    groups = [("roll back to cloud", [s for s in segments if s.decision == "rollback_to_cloud"]),
-              ("keep edge", [s for s in segments if s.decision == "keep_edge"])]
+    groups = [("roll back to cloud", "bold_red", [s for s in segments if s.decision == "rollback_to_cloud"]),
+              ("keep edge", "bold_green", [s for s in segments if s.decision == "keep_edge"])]
     insufficient = [s for s in segments if s.decision == "insufficient_data"]
     if show_all:
-        groups.append(("insufficient data", insufficient))
-    shown = [s for _, group in groups for s in group]
+        groups.append(("insufficient data", "bold_yellow", insufficient))
+    shown = [s for _, _, group in groups for s in group]
     gates = [g.name for g in GATES if any(g.name in s.checks for s in segments)]
-    title = {g: (g if wide else BY_NAME[g].column) for g in gates}
+    observe = {g: all(s.checks[g].mode == "observe" for s in segments) for g in gates}
+    title = {g: (g if wide else BY_NAME[g].column) + (" (obs)" if observe[g] else "") for g in gates}
     tasks = sorted({s.task for s in segments})
     thresholds = {t: {g: _task_limit([s.checks[g] for s in segments if s.task == t]) for g in gates} for t in tasks}
-    cells = {s.key: {g: _cell(s.checks[g]) for g in gates} for s in shown}
+    cells = {s.key: {g: _cell(s.checks[g], observe[g]) for g in gates} for s in shown}
     name_w = max([len("segment")] + [len(s.key) for s in shown] + [len(f"threshold {t}") for t in tasks])
     rows_w = max([len("rows")] + [len(f"{s.rows:,}") for s in shown])
-    dec_w = max(len(v) for v in DECISION_TEXT.values())
-    gate_w = {g: max([len(title[g])] + [len(cells[k][g]) for k in cells] + [len(thresholds[t][g]) for t in tasks])
-              for g in gates}
+    mark_w = {g: max([0] + [len(cells[k][g][1]) for k in cells]) for g in gates}
+    gate_w = {g: max([len(title[g])] + [len(cells[k][g][0]) + mark_w[g] for k in cells]
+                     + [len(thresholds[t][g]) for t in tasks]) for g in gates}
     failures = {g: sum(s.checks[g].status == "fail" for s in shown) for g in gates}
-    kept = _fit([name_w, dec_w, rows_w], gate_w, sorted(gates, key=lambda g: -failures[g]), limit)
+    kept = _fit(name_w + 2 + rows_w, gate_w, sorted(gates, key=lambda g: -failures[g]), limit)
 
-    def line(name: str, decision: str, rows: str, values: dict[str, str], styles: dict[str, str | None],
-             dec_style: str | None = None) -> str:
-        parts = [name.ljust(name_w), paint(dec_style, decision.ljust(dec_w)), rows.rjust(rows_w)]
-        parts += [paint(styles.get(g), values[g].rjust(gate_w[g])) for g in kept]
+    def line(name: str, rows: str, values: dict[str, tuple[str, str]], styles: dict[str, str | None]) -> str:
+        parts = [name.ljust(name_w), rows.rjust(rows_w)]
+        for g in kept:
+            figure, mark = values[g]
+            room = gate_w[g] - mark_w[g]  # figures right-aligned before the marks' slot
+            text = figure.rjust(room) + mark.ljust(mark_w[g]) if len(figure) <= room else figure.rjust(gate_w[g])
+            parts.append(paint(styles.get(g), text))
         return "  ".join(parts).rstrip()
 
-    out = [paint(VERDICT_STYLE.get(result.verdict), summary_lines(result)[0])] + summary_lines(result)[1:]
-    if segments:
-        out += ["", line("segment", "decision", "rows", title, {})]
-        for label, group in groups:
-            out.append(paint("bold", f"{label} ({len(group)})"))
-            for s in group:
-                styles = {g: ("red" if s.checks[g].status == "fail" and s.checks[g].mode == "enforce" else
-                              "yellow" if s.checks[g].status == "fail" else None) for g in gates}
-                out.append(line(s.key, DECISION_TEXT[s.decision], f"{s.rows:,}", cells[s.key], styles,
-                                DECISION_STYLE[s.decision]))
-        for t in tasks:
-            out.append(paint("dim", line(f"threshold {t}", "", "", thresholds[t], {})))
-        if insufficient and not show_all:
-            out.append(_insufficient_summary(insufficient))
-        hidden = [title[g] for g in gates if g not in kept]
-        if hidden:
-            out.append(f"{len(hidden)} gate columns hidden to fit {limit} columns ({', '.join(hidden)}); "
-                       "--wide shows them all")
-        legend = "columns: " + "; ".join(f"{title[g]} = {g} ({BY_NAME[g].unit})" for g in kept)
-        out += _wrap(legend, limit) + _wrap(MARKS, limit)
-    return "\n".join(out)
+    first, *rest = summary_lines(result)
+    out = [paint(VERDICT_STYLE.get(result.verdict), ln) for ln in _wrap(first, limit)]
+    out += [ln for text in rest for ln in _wrap(text, limit)]
+    if not segments:
+        return "\n".join(out)
+    out += ["", line("segment", "rows", {g: (title[g], "") for g in gates}, {})]
+    for label, style, group in groups:
+        out.append(paint(style, f"{label} ({len(group)})"))
+        for s in group:
+            styles = {g: ("red" if s.checks[g].blocks else "yellow" if s.checks[g].status == "fail" else None)
+                      for g in gates}
+            out.append(line(s.key, f"{s.rows:,}", cells[s.key], styles))
+    for t in tasks:
+        out.append(paint("dim", line(f"threshold {t}", "", {g: (v, "") for g, v in thresholds[t].items()}, {})))
+    notes = [_insufficient_summary(insufficient)] if insufficient and not show_all else []
+    hidden = [title[g] for g in gates if g not in kept]
+    if hidden:
+        notes.append(f"{len(hidden)} gate columns hidden to fit {limit} columns ({', '.join(hidden)}); "
+                     "--wide shows them all")
+    notes.append("columns: " + "; ".join(f"{title[g]} = {g} ({BY_NAME[g].unit})" for g in kept))
+    notes.append(MARKS)
+    return "\n".join(out + [ln for text in notes for ln in _wrap(text, limit)])
 
 
 def _wrap(text: str, width: int | None, indent: str = "", first: str | None = None) -> list[str]:
