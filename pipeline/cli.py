@@ -41,7 +41,7 @@ def _did_you_mean(tokens: Sequence[str], options: Sequence[str]) -> str:
         if name.startswith("-") and name not in options:
             close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
             if close:
-                return f"; did you mean {close[0]}?"
+                return f"; {name} is not an option here: did you mean {close[0]}?"
     return ""
 
 

@@ -125,7 +125,7 @@ def summary_lines(result: Any) -> list[str]:
     segments = result.segments
     judged = [s for s in segments if s.decision != "insufficient_data"]
     rolled = sum(s.decision == "rollback_to_cloud" for s in judged)
-    lines = [f"release {result.release}: {result.verdict.upper()} - {result.note}",
+    lines = [f"verdict for release {result.release}: {result.verdict.upper()} - {result.note}",
              f"{len(segments)} segments: {len(judged)} judged ({rolled} roll back, {len(judged) - rolled} keep edge), "
              f"{len(segments) - len(judged)} insufficient data; window {result.window_start:%Y-%m-%d %H:%M} .. "
              f"{result.as_of:%Y-%m-%d %H:%M} UTC"]
@@ -196,13 +196,14 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
     kept = _fit(name_w + 2 + rows_w, gate_w, sorted(gates, key=lambda g: -failures[g]), limit)
 
     def line(name: str, rows: str, values: dict[str, tuple[str, str]], styles: dict[str, str | None]) -> str:
-        parts = [name.ljust(name_w), rows.rjust(rows_w)]
+        parts: list[tuple[str | None, str]] = [(None, name.ljust(name_w)), (None, rows.rjust(rows_w))]
         for g in kept:
             figure, mark = values[g]
             room = gate_w[g] - mark_w[g]  # figures right-aligned before the marks' slot
             text = figure.rjust(room) + mark.ljust(mark_w[g]) if len(figure) <= room else figure.rjust(gate_w[g])
-            parts.append(paint(styles.get(g), text))
-        return "  ".join(parts).rstrip()
+            parts.append((styles.get(g), text))
+        parts[-1] = (parts[-1][0], parts[-1][1].rstrip())
+        return "  ".join(paint(style, text) for style, text in parts).rstrip()
 
     first, *rest = summary_lines(result)
     out = [paint(VERDICT_STYLE.get(result.verdict), ln) for ln in _wrap(first, limit)]
