@@ -427,7 +427,8 @@ LAYOUT_PROBE = """<script>
 (function probe() {
   var status = document.getElementById("report-status");
   if (!status.dataset.drawn) { setTimeout(probe, 50); return; }
-  var view = document.documentElement.clientWidth, out = {view: view, decision: [], charts: {}};
+  var view = document.documentElement.clientWidth;
+  var out = {view: view, page: document.documentElement.scrollWidth, decision: [], charts: {}};
   function seen(el) {  // on screen, and not cut off by a scrolling box around it
     var r = el.getBoundingClientRect(), box = el.closest(".table-wrap");
     var right = box ? Math.min(view, box.getBoundingClientRect().right) : view;
@@ -476,11 +477,13 @@ def test_charts_share_one_scale_per_group_and_rates_start_at_zero(reports):
 def test_the_decision_column_and_every_chart_are_visible_at(reports, width, tmp_path):
     path, result = reports["postmortem"]
     probed = tmp_path / f"probe-{width}.html"
-    probed.write_text(path.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
+    page = path.read_text()
+    end = page.rindex("</body>")  # the page's own: the inlined Vega has the string too
+    probed.write_text(page[:end] + LAYOUT_PROBE + page[end:])
     dom, console, shot = _render(probed, tmp_path, width=width)
     assert console == "", console
     layout = json.loads(html.unescape(re.search(r'<pre id="layout">(.*?)</pre>', dom, flags=re.S).group(1)))
-    assert layout["view"] <= width
+    assert layout["view"] <= width and layout["page"] == layout["view"]  # the page itself never scrolls sideways
     assert len(layout["decision"]) == len(result.segments) + 1 and all(layout["decision"]), layout["decision"]
     assert layout["charts"] == {f"chart-{c}": True for c in CHARTS}, layout["charts"]
     assert struct.unpack(">II", shot.read_bytes()[16:24])[0] == width  # the screenshot is that wide
