@@ -528,7 +528,8 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 16px;margin:
 dl.facts dt{font-weight:600;color:#57606a}dl.facts dd{margin:0}
 .caption{color:#57606a;margin:2px 0 8px;max-width:1000px}
 table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:right}
-thead th{background:#f6f8fa;position:sticky;top:0}thead th:first-child,thead th:last-child,thead th.decision{text-align:left}
+thead th{background:#f6f8fa;position:sticky;top:0}
+thead th:first-child,thead th:last-child,thead th.decision{text-align:left}
 tbody th{text-align:left;font-weight:500;white-space:nowrap}
 .table-wrap{overflow-x:auto;max-width:100%}
 th.seg,.decision{position:sticky;z-index:1;box-sizing:border-box}th.seg{left:0;width:190px;min-width:190px}
