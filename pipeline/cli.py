@@ -23,7 +23,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +98,9 @@ def _format_option(p: argparse.ArgumentParser) -> None:
 
 
 def _as_of_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--as-of", help="end of the evaluation window, ISO date or time in UTC (default: now)")
+    p.add_argument("--as-of", metavar="TIME",
+                   help="pin the clock for a replay: the end of the evaluation window and the 'now' of the "
+                        "future-event rule, ISO date or time in UTC (default: the wall clock)")
 
 
 def _batch_option(p: argparse.ArgumentParser) -> None:
@@ -108,7 +110,7 @@ def _batch_option(p: argparse.ArgumentParser) -> None:
 
 def _config_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, default=argparse.SUPPRESS,
-                   help="gate config (default: gates/admission.yaml)")
+                   help="gate config (default: $PIPELINE_CONFIG, else the shipped gates/admission.yaml)")
 
 
 def _db(args: argparse.Namespace) -> Path:
@@ -154,7 +156,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     config = _config(args)  # a bad config fails before any work
     with writer_lock(_db(args), "ingest"):
-        result = ingest(_db(args), args.paths, progress=None if args.json else _ProgressBar(),
+        result = ingest(_db(args), args.paths, now=_as_of(args), progress=None if args.json else _ProgressBar(),
                         batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
         rollup = _refresh_rollup(args, config)
     if args.json:
@@ -174,7 +176,7 @@ def _config(args: argparse.Namespace):
 def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False):
     from pipeline.aggregate import refresh
 
-    return refresh(_db(args), config, full=full)
+    return refresh(_db(args), config, full=full, now=_as_of(args))
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
@@ -280,14 +282,15 @@ def _require_release(con: Any, release: str) -> None:
 
 
 def _as_of(args: argparse.Namespace) -> datetime | None:
+    """The pinned clock of a replay (--as-of), or None: the wall clock (pipeline/clock.py)."""
+    from pipeline import clock
+
     if not getattr(args, "as_of", None):
         return None
     try:
-        value = datetime.fromisoformat(args.as_of.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(
-            f"--as-of {args.as_of!r} is not an ISO date or time (e.g. 2026-12-02 or 2026-12-02T02:00Z)") from None
-    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+        return clock.parse(args.as_of)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -444,6 +447,13 @@ def cmd_admit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from pipeline.output_schema import schema
+
+    _emit_json(schema(args.output))
+    return EXIT_OK
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from pipeline.simulate import write_parquet
 
@@ -477,6 +487,7 @@ EXAMPLES = {
                 "pipeline schedule --landing /data/landing --interval-seconds 3600",
     "runs": "pipeline runs --limit 5 --format table",
     "admit": "pipeline admit gates/candidates/rewrite.yaml\npipeline admit gates/candidates/*.yaml --json",
+    "schema": "pipeline schema gate\npipeline schema nightly > nightly.schema.json",
     "simulate": "pipeline simulate --out landing --release 4.13 --rows 50000 --scenario postmortem --seed 1\n"
                 "pipeline simulate --out landing --release 4.13 --rows 1000 --bad-rows 20 --files 4",
 }
@@ -506,10 +517,22 @@ def _finish_subcommands(sub: Any) -> None:
         _global_options(p, top=False)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("edge-telemetry-pipeline")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from pipeline.output_schema import OUTPUTS
+
     parser = _Parser(prog="pipeline",
                      description="Telemetry ingestion and rollback gate for on-device language models.",
                      epilog=EXIT_CODES + "; `pipeline COMMAND --help` shows examples")
+    parser.add_argument("--version", action="version", version=f"pipeline {_version()}")
     _global_options(parser, top=True)
     parser.add_argument("--db", type=Path, default=None, help="DuckDB file, also taken after the command")
     parser.add_argument("--config", type=Path, default=None, help="gate config, also taken after the command")
@@ -521,12 +544,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     _batch_option(p)
     _config_option(p)
+    _as_of_option(p)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("aggregate", help="refresh the daily rollup (only days with new rows)")
     _db_option(p)
     _config_option(p)
     p.add_argument("--full", action="store_true", help="recompute every day")
+    _as_of_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     p.set_defaults(func=cmd_aggregate)
 
@@ -623,6 +648,10 @@ def build_parser() -> argparse.ArgumentParser:
     _config_option(p)
     p.add_argument("--json", action="store_true", help="JSON: one object, or a list for several files")
     p.set_defaults(func=cmd_admit)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of a --json output (each output has schema_version)")
+    p.add_argument("output", choices=OUTPUTS)
+    p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("simulate", help="write realistic telemetry Parquet for a scenario")
     p.add_argument("--out", type=Path, required=True, help="folder to write into")

@@ -28,9 +28,10 @@ from typing import Any
 
 import duckdb
 
-from pipeline import sqlfiles, stats
+from pipeline import clock, sqlfiles, stats
 from pipeline.config import Config
 from pipeline.errors import UnknownRelease
+from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.registry import GATE_NAMES
 
 COUNTS_SQL = "gate/segment_counts"
@@ -126,6 +127,7 @@ class GateResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "release": self.release,
             "verdict": self.verdict,
             "evaluated_at": self.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -412,9 +414,7 @@ def require_release(con: duckdb.DuckDBPyConnection, release: str) -> None:
 
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                   as_of: datetime | None = None, now: datetime | None = None) -> GateResult:
-    from pipeline.db import utcnow
-
-    now = now or utcnow()
+    now = clock.now(now or as_of)
     as_of = as_of or now
     require_release(con, release)
     window_start = as_of - timedelta(days=config.window_days)

@@ -33,8 +33,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline import db, sqlfiles, stopping
+from pipeline import clock, db, sqlfiles, stopping
 from pipeline.errors import UsageError
+from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.rule_results import Validation, ValidatorError
 from pipeline.schema import Column, Schema, load_schema
 
@@ -74,6 +75,7 @@ class IngestResult:
             return [{"path": f.path, "reason": f.reason} for f in self.files if f.status == status]
 
         return {
+            "schema_version": SCHEMA_VERSION,
             "files": len(self.files),
             "loaded_files": sum(f.status == "loaded" for f in self.files),
             "rows_read": self._sum("rows_read"),
@@ -274,7 +276,7 @@ class Ingestor:
 
     def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = DEFAULT_BATCH_ROWS):
         self.db_path = db_path
-        self.now = now or db.utcnow()
+        self.now = clock.now(now)
         self.schema = load_schema()
         self.batch_rows = batch_rows
         self._results: dict[int, FileResult] = {}

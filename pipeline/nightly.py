@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline import data_quality, db, logs, sqlfiles, stopping
+from pipeline import clock, data_quality, db, logs, sqlfiles, stopping
 from pipeline.aggregate import refresh, use_settings
 from pipeline.alerts import deliver, enqueue
 from pipeline.config import Config
@@ -21,6 +21,7 @@ from pipeline.errors import TransientError
 from pipeline.gate import GateResult, evaluate_gate
 from pipeline.history import record_evaluation
 from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
+from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.stopping import Interrupted
 
 
@@ -34,7 +35,8 @@ class RunResult:
     data_quality: list[str] = field(default_factory=list)  # problems with the data (data_quality.py), exit 4
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "status": self.status, "steps": self.steps, "verdicts": self.verdicts,
+        return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id,
+                "status": self.status, "steps": self.steps, "verdicts": self.verdicts,
                 "error": self.error, "data_quality": self.data_quality}
 
     def __str__(self) -> str:
@@ -72,8 +74,8 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS,
                 report_dir: Path | None = None) -> tuple[RunResult, list[GateResult]]:
-    now = db.utcnow()
-    as_of = as_of or now
+    pinned = as_of
+    as_of = now = clock.now(pinned)  # one moment for the run: ingest's future-event rule, the window, the stamps
     results: list[GateResult] = []
     with db.writer_lock(db_path, kind):
         with db.writing(db_path) as con:
@@ -132,7 +134,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             summary = {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in run.steps.items()}
             with db.writing(db_path) as con:
                 sqlfiles.run(con, "ingest/finish_run", {
-                    "run_id": run.run_id, "finished_at": db.utcnow(), "status": run.status,
+                    "run_id": run.run_id, "finished_at": clock.now(pinned), "status": run.status,
                     "summary": json.dumps({"steps": summary, "verdicts": run.verdicts,
                                            "data_quality": run.data_quality}, default=str),
                     "error": run.error})

@@ -20,9 +20,10 @@ from typing import Any
 
 import duckdb
 
+from pipeline import package_data
 from pipeline.errors import UsageError
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+SQL_DIR = package_data.folder("sql")
 
 
 @dataclass(frozen=True)
