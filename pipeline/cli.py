@@ -213,13 +213,18 @@ def _print_rows(args: argparse.Namespace, cursor) -> None:
     print(rows_as(_format(args), columns, cursor.fetchall()))
 
 
+# a mistake in the query itself: DuckDB's message and hint say it all, the read-only note would mislead
+_QUERY_MISTAKES = ("CatalogException", "BinderException", "ParserException", "ConversionException")
+
+
 def _sql_error(exc: Exception) -> str:
-    """DuckDB's message with its hint; "read-only" only where that is why it was refused."""
+    """DuckDB's message with its hint (`Did you mean "events"?`); the read-only note only where it may be why."""
     from pipeline.errors import duckdb_problem
 
     message = duckdb_problem(exc)
-    refused = type(exc).__name__ == "PermissionException" or "read-only mode" in message
-    return f"refused (the warehouse is read-only here): {message}" if refused else message
+    if type(exc).__name__ in _QUERY_MISTAKES and "read-only" not in message:
+        return message
+    return f"refused or failed (the warehouse is read-only here): {message}"
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
