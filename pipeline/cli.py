@@ -5,6 +5,8 @@ Exit codes (every command):
   1  `gate` only: partial_rollback or rollback_to_cloud
   2  usage or input error, a database held by another writer, or any failure of the tool
   3  `gate` only: insufficient_data
+  4  `nightly` only: the job ran, but the data looks wrong (files rejected, too many rows
+     quarantined, nothing new for days); a data_quality alert says what
   124 `sql` / `query`: the statement ran past --timeout and was stopped
   130 stopped by SIGTERM/SIGINT (ingest, nightly): whole files are in, rerun to finish; Ctrl-C in sql/query
 Heavy modules (Great Expectations, the gate) are imported inside the commands
@@ -14,8 +16,10 @@ that need them, so `pipeline --help` and `pipeline gate` start fast.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import signal
 import sys
 import traceback
@@ -27,21 +31,74 @@ from typing import Any
 
 from pipeline.errors import PipelineError, UsageError
 
-EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_DATA_QUALITY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 HARD_STOP = "stopped by a signal at once; the transaction in flight was rolled back, whole files are in; " \
             "run it again to finish"
+EXIT_CODES = ("exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 usage or input error or any failure, "
+              "3 insufficient data (gate only), 4 data-quality alarm (nightly only), 124 sql/query time limit, "
+              "130 stopped by a signal")
+
+
+def _did_you_mean(tokens: Sequence[str], options: Sequence[str]) -> str:
+    """'; did you mean --release?' for the first option-like token that is not an option but is close to one."""
+    for token in tokens:
+        name = token.partition("=")[0]
+        if name.startswith("-") and name not in options:
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            if close:
+                return f"; {name} is not an option here: did you mean {close[0]}?"
+    return ""
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on bad usage already; keep its message to one line."""
+    """argparse exits 2 on bad usage already; keep its message to one line, with a suggestion for a
+    mistyped option or command."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._seen = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:  # report it from the sub-command, whose options a mistyped one is close to
+            sub = self._subcommands().get(getattr(ns, "command", None) or "", self)
+            sub.error(f"unrecognized arguments: {' '.join(extras)}{_did_you_mean(extras, sub._option_names())}")
+        return ns
+
+    def _subcommands(self) -> dict[str, _Parser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    def _option_names(self) -> list[str]:
+        return list(self._option_string_actions)
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:
+            close = difflib.get_close_matches(wrong.group(1), re.findall(r"'([^']*)'", wrong.group(2)), n=1)
+            message += f"; did you mean {close[0]}?" if close else ""
+        elif "unrecognized arguments" not in message:
+            message += _did_you_mean(getattr(self, "_seen", []), self._option_names())
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _db_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, default=None,
+    # SUPPRESS: given here it wins, else the value given before the command (`pipeline --db F gate`) stays
+    p.add_argument("--db", type=Path, default=argparse.SUPPRESS,
                    help="DuckDB file (default: $PIPELINE_DB, else ./telemetry.duckdb)")
+
+
+def _global_options(p: argparse.ArgumentParser, top: bool) -> None:
+    """--debug and --log-format, taken before the command or after it (SUPPRESS: the one before stays)."""
+    p.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
+                   help="show tracebacks of unexpected errors")
+    p.add_argument("--log-format", choices=["text", "json"], default="text" if top else argparse.SUPPRESS,
+                   help="structured step logs on stderr (json for log collectors)")
+    p.add_argument("--busy-timeout", type=float, default=None if top else argparse.SUPPRESS, metavar="SECONDS",
+                   help="how long to wait for a database another process holds "
+                        "(default: $PIPELINE_BUSY_TIMEOUT, else 30)")
 
 
 def _format_option(p: argparse.ArgumentParser) -> None:
@@ -66,7 +123,7 @@ def _timeout_option(p: argparse.ArgumentParser) -> None:
 
 
 def _config_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path, default=None,
+    p.add_argument("--config", type=Path, default=argparse.SUPPRESS,
                    help="gate config (default: $PIPELINE_CONFIG, else the shipped gates/admission.yaml)")
 
 
@@ -206,18 +263,33 @@ def _print_limited(args: argparse.Namespace, con: Any, sql: str, params: dict[st
     print(rows_as(_format(args), columns, rows))
 
 
+# a mistake in the query itself: DuckDB's message and hint say it all, the read-only note would mislead
+_QUERY_MISTAKES = ("CatalogException", "BinderException", "ParserException", "ConversionException")
+
+
+def _sql_error(exc: Exception) -> str:
+    """DuckDB's message with its hint (`Did you mean "events"?`); the read-only note only where it may be why."""
+    from pipeline.errors import duckdb_problem
+
+    message = duckdb_problem(exc)
+    if type(exc).__name__ in _QUERY_MISTAKES and "read-only" not in message:
+        return message
+    return f"refused or failed (the warehouse is read-only here): {message}"
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
     from pipeline.adhoc import check_read_statement
 
+    if not args.query.strip():
+        raise UsageError('no SQL given; e.g. pipeline sql "SELECT count(*) FROM events"')
     with _warehouse(args, _config(args), sandbox=True) as con:
         check_read_statement(con, args.query)
         try:
             _print_limited(args, con, args.query)
         except duckdb.Error as exc:
-            message = str(exc).splitlines()[0]
-            raise UsageError(f"refused or failed (the warehouse is read-only here): {message}") from None
+            raise UsageError(_sql_error(exc)) from None
     return EXIT_OK
 
 
@@ -250,10 +322,18 @@ def cmd_query(args: argparse.Namespace) -> int:
     missing = [p for p in sqlfiles.required_params(q) if p not in params]
     if missing:
         raise UsageError(f"query {q.name} needs --param {missing[0]}=...")
-    bound = {name: params.get(name) for name in names}
+    bound = {name: None for name in names} | sqlfiles.convert_params(q, params)
     with _warehouse(args, _config(args)) as con:
+        if bound.get("release") is not None:
+            _require_release(con, bound["release"])
         _print_limited(args, con, q.text, bound)
     return EXIT_OK
+
+
+def _require_release(con: Any, release: str) -> None:
+    from pipeline.gate import require_release
+
+    require_release(con, release)
 
 
 def _as_of(args: argparse.Namespace) -> datetime | None:
@@ -281,7 +361,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     with _warehouse(args, config) as con:
         result = _evaluate(args, config, con)
         states = rollout.preview(con, result.to_dict(), config)  # what storing it will make of the states
-    _show(args, result)
+    _show_gate(args, result)
     if args.dry_run:
         print(f"pipeline gate: dry run: nothing stored, no alert; rollout would be: "
               f"{rollout.describe(states, config)}", file=sys.stderr)
@@ -304,6 +384,17 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
         write_routing_table(result, config, args.routing_out, states)
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
+
+
+def _show_gate(args: argparse.Namespace, result: Any) -> None:
+    """--json: the contract's object; else the view for people (pipeline/terminal.py)."""
+    if args.json:
+        _emit_json(result.to_dict())
+        return
+    from pipeline.terminal import gate_view, terminal_width, wants_colour
+
+    print(gate_view(result, width=terminal_width(sys.stdout), colour=wants_colour(sys.stdout, args.no_color),
+                    wide=args.wide, show_all=args.all))
 
 
 def _deliver_alerts(args: argparse.Namespace, config) -> None:
@@ -352,6 +443,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise UsageError("--limit must be >= 1")
     with db.reading(_db(args)) as con:
+        _require_release(con, args.release)
         columns, rows = history(con, args.release, args.limit)
     print(rows_as("json" if args.json else _format(args), columns, rows))
     return EXIT_OK
@@ -368,7 +460,7 @@ def cmd_state(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from pipeline.render import explain_segment
+    from pipeline.terminal import explain_dict, explain_view, terminal_width, wants_colour
 
     config = _config(args)
     with _warehouse(args, config) as con:
@@ -376,8 +468,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
     match = [s for s in result.segments if s.key == args.segment]
     if not match:
         known = ", ".join(s.key for s in result.segments) or "none"
+        if len(args.segment.split("/")) != 3:
+            raise UsageError(f"--segment {args.segment!r} is not of the form TASK/TIER/BUCKET "
+                             f"(e.g. rewrite/mid/weak); segments of release {args.release}: {known}")
         raise UsageError(f"no segment {args.segment!r} in release {args.release}; segments: {known}")
-    print(explain_segment(result, match[0], config))
+    if args.json:
+        _emit_json(explain_dict(result, match[0], config))
+    else:
+        print(explain_view(result, match[0], config, width=terminal_width(sys.stdout),
+                           colour=wants_colour(sys.stdout, args.no_color)))
     return EXIT_OK
 
 
@@ -396,7 +495,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
     else:
         print(run)  # the alerts (stdout sink) above it carry the failing segments and gates
-    return EXIT_OK if run.status == "ok" else EXIT_ERROR
+    if run.status != "ok":
+        return EXIT_ERROR
+    return EXIT_DATA_QUALITY if run.data_quality else EXIT_OK
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
@@ -432,8 +533,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_admit(args: argparse.Namespace) -> int:
     from pipeline.admit import admit
 
-    result = admit(args.task, _config(args))
-    _show(args, result)
+    config = _config(args)
+    results = [admit(path, config) for path in args.task]  # every file is checked before any is shown
+    if args.json:
+        _emit_json(results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results])
+    else:
+        print("\n\n".join(str(r) for r in results))
     return EXIT_OK
 
 
@@ -445,10 +550,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from pipeline.simulate import SCENARIOS, write_parquet
+    from pipeline.simulate import write_parquet
 
-    if args.scenario not in SCENARIOS:
-        raise UsageError(f"unknown scenario {args.scenario!r}; choose one of: {', '.join(SCENARIOS)}")
     if args.rows < 0 or args.files < 1:
         raise UsageError("--rows must be >= 0 and --files >= 1")
     start = datetime.fromisoformat(args.start) if args.start else None
@@ -457,6 +560,58 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(f"wrote {args.rows} rows of scenario {args.scenario} for release {args.release} "
           f"into {len(paths)} files under {args.out}")
     return EXIT_OK
+
+
+EXAMPLES = {
+    "ingest": "pipeline ingest sample_logs/\npipeline ingest landing/day-2026-11-30.parquet --json",
+    "aggregate": "pipeline aggregate\npipeline aggregate --full   # recompute every day, e.g. after a config change",
+    "sql": 'pipeline sql "SELECT release, count(*) FROM events GROUP BY ALL" --format table\n'
+           'pipeline sql "SELECT * FROM quarantine LIMIT 5" --format json',
+    "query": "pipeline query --list\n"
+             "pipeline query edge_vs_cloud_latency --param release=4.12 --param since=2026-11-24 --format table",
+    "gate": "pipeline gate --release 4.12\npipeline gate --release 4.12 --as-of 2026-12-01 --all --wide\n"
+            "pipeline gate --release 4.12 --json --routing-out routing-4.12.json\n"
+            "pipeline gate --check-config --config gates/admission.yaml",
+    "explain": "pipeline explain --release 4.12 --segment rewrite/low/weak\n"
+               "pipeline explain --release 4.12 --segment rewrite/low/weak --json",
+    "report": "pipeline report --release 4.12 --out reports/report-4.12.html",
+    "ledger": "pipeline ledger --release 4.12 --as-of 2026-12-01\n"
+              "pipeline ledger --release 4.12 --candidate gates/candidates/rewrite.yaml --json",
+    "history": "pipeline history --release 4.12 --format table",
+    "nightly": "pipeline nightly --landing sample_logs --as-of 2026-12-01 --report-dir reports\n"
+               "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing",
+    "schedule": 'pipeline schedule --landing /data/landing --cron "0 2 * * *" --timezone UTC\n'
+                "pipeline schedule --landing /data/landing --interval-seconds 3600",
+    "runs": "pipeline runs --limit 5 --format table",
+    "admit": "pipeline admit gates/candidates/rewrite.yaml\npipeline admit gates/candidates/*.yaml --json",
+    "schema": "pipeline schema gate\npipeline schema nightly > nightly.schema.json",
+    "simulate": "pipeline simulate --out landing --release 4.13 --rows 50000 --scenario postmortem --seed 1\n"
+                "pipeline simulate --out landing --release 4.13 --rows 1000 --bad-rows 20 --files 4",
+}
+
+
+class _Scenarios:
+    """simulate's scenario names as argparse choices, read only when needed: pipeline.simulate
+    imports numpy and pyarrow (seconds), which `pipeline --help` must not wait for."""
+
+    def _names(self) -> list[str]:
+        from pipeline.simulate import SCENARIOS
+
+        return list(SCENARIOS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+
+def _finish_subcommands(sub: Any) -> None:
+    """Every command: an example in its help, and the global options accepted after it too."""
+    for name, p in sub.choices.items():
+        p.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name].splitlines())
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+        _global_options(p, top=False)
 
 
 def _version() -> str:
@@ -473,15 +628,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="pipeline",
                      description="Telemetry ingestion and rollback gate for on-device language models.",
-                     epilog="exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 error, 3 insufficient data, "
-                            "124 sql/query time limit, 130 stopped by a signal")
+                     epilog=EXIT_CODES + "; `pipeline COMMAND --help` shows examples")
     parser.add_argument("--version", action="version", version=f"pipeline {_version()}")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
-    parser.add_argument("--log-format", choices=["text", "json"], default="text",
-                        help="structured step logs on stderr (json for log collectors)")
-    parser.add_argument("--busy-timeout", type=float, default=None, metavar="SECONDS",
-                        help="how long to wait for a database another process holds "
-                             "(default: $PIPELINE_BUSY_TIMEOUT, else 30)")
+    _global_options(parser, top=True)
+    parser.add_argument("--db", type=Path, default=None, help="DuckDB file, also taken after the command")
+    parser.add_argument("--config", type=Path, default=None, help="gate config, also taken after the command")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("init", help="create a new, empty warehouse (and its folders) at --db")
@@ -502,7 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_option(p)
     p.add_argument("--full", action="store_true", help="recompute every day")
     _as_of_option(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     p.set_defaults(func=cmd_aggregate)
 
     p = sub.add_parser("sql", help="run ad hoc SQL on a read-only connection that cannot write or read files")
@@ -516,7 +667,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="run a named query from sql/queries with bound parameters")
     p.add_argument("name", nargs="?", help="query name (see --list)")
     p.add_argument("--list", action="store_true", help="list the queries, what they show and their parameters")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a parameter of the query (repeat for several); its type is checked (see --list)")
     _db_option(p)
     _config_option(p)
     _format_option(p)
@@ -538,18 +690,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compute and print only: store no evaluation, advance no rollout state, raise no alert")
     p.add_argument("--trigger", choices=["ci", "nightly", "manual"],
                    help="recorded with the evaluation (default: ci when $CI is set, else manual)")
+    p.add_argument("--all", action="store_true", help="list the insufficient-data segments too (else summarised)")
+    p.add_argument("--wide", action="store_true", help="every gate column, under the gates' full names, any width")
+    p.add_argument("--no-color", action="store_true", help="no colour (also: the NO_COLOR environment variable)")
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("explain", help="every gate's figures for one segment, and why it decided so")
-    p.add_argument("--release", required=True)
+    p.add_argument("--release", required=True, help="the release, e.g. 4.12")
     p.add_argument("--segment", required=True, metavar="TASK/TIER/BUCKET", help="e.g. rewrite/mid/weak")
+    p.add_argument("--json", action="store_true", help="the figures as one JSON object, with their units")
+    p.add_argument("--no-color", action="store_true", help="no colour (also: the NO_COLOR environment variable)")
     _db_option(p)
     _config_option(p)
     _as_of_option(p)
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("report", help="write a self-contained HTML page of a release's gate evaluation, with charts")
-    p.add_argument("--release", required=True)
+    p.add_argument("--release", required=True, help="the release, e.g. 4.12")
     p.add_argument("--out", type=Path, help="HTML file to write (default: ./report-<release>.html)")
     p.add_argument("--candidate", type=Path, action="append", default=[], metavar="FILE",
                    help="admit candidate file(s) for the estimate-beside-field table (default: gates/candidates/)")
@@ -571,7 +728,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_ledger)
 
     p = sub.add_parser("history", help="the stored gate verdicts of a release over time")
-    p.add_argument("--release", required=True)
+    p.add_argument("--release", required=True, help="the release, e.g. 4.12")
     _db_option(p)
     _format_option(p)
     p.add_argument("--limit", type=int, default=20, help="the newest N evaluations (default 20)")
@@ -593,7 +750,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
     p.add_argument("--report-dir", type=Path,
                    help="write report-<release>.html for each judged release and an index.html here")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the run and every verdict as one JSON object")
     _batch_option(p)
     p.set_defaults(func=cmd_nightly)
 
@@ -612,14 +769,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="recent job runs and their outcome")
     _db_option(p)
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=int, default=20, help="how many runs, newest first (default 20)")
     _format_option(p)
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("admit", help="before launch: score a candidate task for the edge and predict its budgets")
-    p.add_argument("task", type=Path, help="candidate task YAML (examples in gates/candidates/)")
+    p.add_argument("task", type=Path, nargs="+", help="candidate task YAML files (examples in gates/candidates/)")
     _config_option(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="JSON: one object, or a list for several files")
     p.set_defaults(func=cmd_admit)
 
     p = sub.add_parser("schema", help="print the JSON Schema of a --json output (each output has schema_version)")
@@ -628,15 +785,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="write realistic telemetry Parquet for a scenario")
     p.add_argument("--out", type=Path, required=True, help="folder to write into")
-    p.add_argument("--release", required=True)
-    p.add_argument("--rows", type=int, default=10_000)
-    p.add_argument("--scenario", default="healthy", help="healthy, postmortem, ... (see pipeline.simulate)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--release", required=True, help="the release the rows belong to, e.g. 4.13")
+    p.add_argument("--rows", type=int, default=10_000, help="rows to write (default 10,000)")
+    p.add_argument("--scenario", default="healthy", choices=_Scenarios(), metavar="SCENARIO",
+                   help="what the release does: %(choices)s (default healthy)")
+    p.add_argument("--seed", type=int, default=0, help="random seed: the same seed writes the same rows")
     p.add_argument("--files", type=int, default=1, help="number of Parquet files to split the rows into")
     p.add_argument("--days", type=int, default=7, help="days of telemetry, ending today (UTC)")
     p.add_argument("--start", help="first day, ISO date (default: --days before today)")
     p.add_argument("--bad-rows", type=int, default=0, help="rows that break contract rules, for testing")
     p.set_defaults(func=cmd_simulate)
+    _finish_subcommands(sub)
     return parser
 
 

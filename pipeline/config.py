@@ -114,6 +114,10 @@ class Alerts:
     webhook_backoff_s: float = _f(0.5, 0, 60, help="first retry delay; doubles, capped at 30 s")
     delivery_deadline_s: float = _f(60.0, 0, 3600, help="total time one delivery run spends on the webhook, "
                                                         "Retry-After waits included; the rest waits for the next run")
+    max_quarantined_share: float = _f(0.05, 0, 1, help="nightly: a data_quality alert above this share of "
+                                      "rows read quarantined in one run")
+    max_days_without_data: float = _f(2.0, 0, 3650, help="nightly: a data_quality alert when no new file has "
+                                      "loaded for longer than this many days")
 
 
 ROUTES = ("edge", "edge_with_cloud_check", "cloud")

@@ -44,3 +44,19 @@ class StatementTimeout(PipelineError):
 
 class TransientError(Exception):
     pass
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A YAML syntax error (yaml.MarkedYAMLError) as one line with its line and column, counted from 1."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"not valid YAML{where}: {problem}"
+
+
+def duckdb_problem(exc: Exception) -> str:
+    """DuckDB's message on one line: its first line plus its hint (`Did you mean "events"?`), without the
+    LINE/caret excerpt of the query."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    hints = [ln for ln in lines[1:] if ln.lower().startswith(("did you mean", "candidate", "hint"))]
+    return " ".join(lines[:1] + hints) or type(exc).__name__

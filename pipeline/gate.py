@@ -475,16 +475,21 @@ def releases(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [r[0] for r in sqlfiles.run(con, "gate/releases").fetchall()]
 
 
-def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
-                  as_of: datetime | None = None, now: datetime | None = None) -> GateResult:
-    now = clock.now(now or as_of)
-    as_of = as_of or now
+def require_release(con: duckdb.DuckDBPyConnection, release: str) -> None:
+    """UnknownRelease, naming the releases present, unless `release` has rows; every command asks this."""
     known = releases(con)
     if release not in known:
         if not known:
             raise UnknownRelease("no telemetry in this database yet; ingest some first (pipeline ingest PATH)")
         raise UnknownRelease(f"no release {release!r} in the database; releases present: {', '.join(known)}. "
                              "Did you ingest its files? (pipeline ingest PATH)")
+
+
+def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
+                  as_of: datetime | None = None, now: datetime | None = None) -> GateResult:
+    now = clock.now(now or as_of)
+    as_of = as_of or now
+    require_release(con, release)
     window_start = as_of - timedelta(days=config.window_days)
     params = {"release": release, "window_start": window_start, "window_end": as_of}
     figures = _Figures(_dicts(sqlfiles.run(con, COUNTS_SQL, params)),

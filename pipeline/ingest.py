@@ -144,6 +144,16 @@ def _cast_column(arr: pa.ChunkedArray, col: Column) -> pa.ChunkedArray:
     return out
 
 
+def _not_parquet(path: Path) -> str | None:
+    """For a file that is not Parquet at all (a CSV, say): the reason, with how to convert it."""
+    from pipeline.data_quality import convert_hint
+
+    with path.open("rb") as fh:
+        if path.suffix == ".parquet" or fh.read(4) == b"PAR1":
+            return None  # Parquet, but damaged: pyarrow's message says how
+    return f"not a Parquet file (no Parquet header); convert it first, e.g. {convert_hint(path)}"
+
+
 def read_contract_table(path: Path, schema: Schema) -> tuple[pa.Table, list[str], list[str]]:
     """The file as a table of exactly the contract's columns and types, plus the
     extra columns ignored and the optional columns absent. Raises FileRejected."""
@@ -151,7 +161,7 @@ def read_contract_table(path: Path, schema: Schema) -> tuple[pa.Table, list[str]
         raw = pq.read_table(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise FileRejected(f"not a readable Parquet file: {message}") from None
+        raise FileRejected(_not_parquet(path) or f"not a readable Parquet file: {message}") from None
     present = set(raw.column_names)
     missing_required = [n for n in schema.required if n not in present]
     if missing_required:

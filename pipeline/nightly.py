@@ -1,6 +1,8 @@
 """The nightly job: ingest what landed, refresh the rollup, judge every active
 release, write routing tables, and record the run. Gate verdicts are results,
-not failures: the job fails only when one of its steps does."""
+not failures: the job fails only when one of its steps does. Data that looks
+wrong (files rejected, rows quarantined, nothing new) is neither: it raises a
+data_quality alert and `pipeline nightly` exits 4 (pipeline/data_quality.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline import clock, db, logs, sqlfiles, stopping
+from pipeline import clock, data_quality, db, logs, sqlfiles, stopping
 from pipeline.aggregate import refresh, use_settings
-from pipeline.alerts import deliver
+from pipeline.alerts import deliver, enqueue
 from pipeline.config import Config
 from pipeline.errors import TransientError
 from pipeline.gate import GateResult, evaluate_gate
@@ -32,11 +34,12 @@ class RunResult:
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    data_quality: list[str] = field(default_factory=list)  # problems with the data (data_quality.py), exit 4
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id,
                 "status": self.status, "steps": self.steps, "verdicts": self.verdicts,
-                "error": self.error}
+                "error": self.error, "data_quality": self.data_quality}
 
     def __str__(self) -> str:
         lines = [f"run {self.run_id}: {self.status}"]
@@ -44,6 +47,8 @@ class RunResult:
             lines.append(f"  {name:<10} {step.get('text', '')}".rstrip())
         for release, verdict in self.verdicts.items():
             lines.append(f"  release {release}: {verdict}")
+        for problem in self.data_quality:
+            lines.append(f"  DATA QUALITY: {problem}")
         if self.error:
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)
@@ -52,6 +57,19 @@ class RunResult:
 def _step(run: RunResult, name: str, started: float, text: str, **counts: Any) -> None:
     run.steps[name] = {"seconds": round(time.perf_counter() - started, 3), **counts, "text": text}
     logs.event("nightly", **{"step": name, "run": run.run_id, **counts, "seconds": run.steps[name]["seconds"]})
+
+
+def _check_data(run: RunResult, db_path: Path, landing: Path, ingested: dict[str, Any], config: Config,
+                now: datetime) -> None:
+    """Raise a data_quality alert (into the outbox, delivered with the gate's) when the data looks wrong."""
+    t = time.perf_counter()
+    with db.writing(db_path) as con:
+        found = data_quality.problems(con, landing, ingested, config, now)
+        if found:
+            enqueue(con, data_quality.build_alert(found, run.run_id, now), config, now)
+    run.data_quality = [p["text"] for p in found]
+    _step(run, "quality", t, f"{len(found)} data-quality problems" if found else "no data-quality problem",
+          problems=len(found))
 
 
 def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | None = None,
@@ -77,6 +95,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 for f in d.get(f"{status}_files", []):
                     line = f"{status:<8} {shown(f['path'])}: {shown(f['reason'])}"
                     run.steps["ingest"]["text"] += f"\n             {line}"
+            _check_data(run, db_path, landing, d, config, now)
             stopping.check()  # a stop asked for during a step takes effect before the next one
             t = time.perf_counter()
             rolled = refresh(db_path, config, now=now)
@@ -127,7 +146,8 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             with db.writer_lock(db_path, kind, wait=db.busy_timeout()), db.writing(db_path) as con:
                 sqlfiles.run(con, "ingest/finish_run", {
                     "run_id": run.run_id, "finished_at": clock.now(pinned), "status": run.status,
-                    "summary": json.dumps({"steps": summary, "verdicts": run.verdicts}, default=str),
+                    "summary": json.dumps({"steps": summary, "verdicts": run.verdicts,
+                                           "data_quality": run.data_quality}, default=str),
                     "error": run.error})
     finally:
         held.close()

@@ -61,11 +61,12 @@ def report_filename(release: str) -> str:
 
 def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, out: Path,
                  as_of: datetime | None = None, result: GateResult | None = None,
-                 candidates: list[Path] | None = None) -> Path:
+                 candidates: list[Path] | None = None, index_href: str | None = None) -> Path:
     """Write the report of `release` to `out` (an .html file) and return its path.
 
     `result` is the gate's evaluation to show; without it the gate is evaluated here (as of `as_of`).
-    The connection's derived fields follow `config` (as the gate's do)."""
+    The connection's derived fields follow `config` (as the gate's do). `index_href`: a link back to
+    the index page of a folder of reports (nightly --report-dir)."""
     from pipeline.aggregate import use_settings
     from pipeline.gate import evaluate_gate
 
@@ -76,7 +77,7 @@ def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, o
         raise ValueError(f"result is for release {result.release!r}, not {release!r}")
     data = _chart_data(con, result)
     data["ledger"] = _ledger_data(con, result, config, candidates)
-    page = _page(result, config, data)
+    page = _page(result, config, data, index_href)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -89,7 +90,8 @@ def write_reports(con: duckdb.DuckDBPyConnection, results: list[GateResult], con
                   folder: Path) -> Path:
     """The nightly hook: report-<release>.html for every result, then index.html; returns the index."""
     for r in results:
-        write_report(con, r.release, config, Path(folder) / report_filename(r.release), result=r)
+        write_report(con, r.release, config, Path(folder) / report_filename(r.release), result=r,
+                     index_href="index.html")
     return write_index(Path(folder), results)
 
 
@@ -132,6 +134,14 @@ def _chart_data(con: duckdb.DuckDBPyConnection, result: GateResult) -> dict[str,
         "daily": _rows(sqlfiles.run(con, "report/daily_rates", window)),
         "quarantined": sqlfiles.run(con, "report/quarantined", {"release": result.release}).fetchone()[0],
     }
+
+
+DECISION_ORDER = {"rollback_to_cloud": 0, "keep_edge": 1, "insufficient_data": 2}
+
+
+def failing_first(segments: list[Segment]) -> list[Segment]:
+    """Segments as the page lists them: those that roll back, then those that keep the edge, then the rest."""
+    return sorted(segments, key=lambda s: DECISION_ORDER.get(s.decision, 3))
 
 
 def _clean(v: Any) -> Any:
@@ -203,7 +213,7 @@ def _latency_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]
     return (alt.layer(bars, budget).properties(width=150, height=160)
             .facet(row=alt.Row("task:N", title="task"),
                    column=alt.Column("network_bucket:N", title="network bucket", sort=buckets))
-            .resolve_scale(y="independent")
+            .resolve_scale(y="shared")
             .properties(title="total_ms by network bucket: edge vs cloud (dashed: the task's p95 budget)"))
 
 
@@ -225,7 +235,8 @@ def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
     errors = base.mark_rule(opacity=0.6).encode(x=x, xOffset=offset, y="lo:Q", y2="hi:Q",
                                                color=alt.Color("status:N", scale=alt.Scale(**STATUS_COLOURS)))
     points = base.mark_point(filled=True, size=45).encode(
-        x=x, xOffset=offset, y=alt.Y("p95_ratio:Q", title="p95 of memory / device RAM", axis=alt.Axis(format="%")),
+        x=x, xOffset=offset, y=alt.Y("p95_ratio:Q", title="p95 of memory / device RAM", axis=alt.Axis(format="%"),
+                                     scale=alt.Scale(zero=True)),
         color=alt.Color("status:N", scale=alt.Scale(**STATUS_COLOURS), title="gate"),
         tooltip=["segment:N", "memory:N", alt.Tooltip("p95_ratio:Q", format=".1%"), alt.Tooltip("lo:Q", format=".1%"),
                  alt.Tooltip("hi:Q", format=".1%"), alt.Tooltip("threshold:Q", format=".0%"), "status:N", "rows:Q"])
@@ -234,7 +245,7 @@ def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
         x=alt.value(0), y="mean(threshold):Q", text=alt.Text("mean(threshold):Q", format=".0%"))
     return (alt.layer(errors, points, line, label).properties(width=360, height=240)
             .facet(column=alt.Column("memory:N", title=None, sort=["peak", "resident"]))
-            .resolve_scale(y="independent")
+            .resolve_scale(y="shared")
             .properties(title="memory p95 per segment, by tier, with the 95 % interval (dashed: the gate's limit)"))
 
 
@@ -272,7 +283,7 @@ def _daily_chart(alt: Any, ds: dict, rows: list[dict[str, Any]]) -> Any:
                            "rate": r[metric]})
     lines = alt.Chart(_named(alt, ds, "daily", values)).mark_line(point=True).encode(
         x=alt.X("day:T", title="day (UTC)", timeUnit="utcyearmonthdate", axis=alt.Axis(format="%b %d")),
-        y=alt.Y("rate:Q", title=None, axis=alt.Axis(format="%"), scale=alt.Scale(zero=False)),
+        y=alt.Y("rate:Q", title=None, axis=alt.Axis(format="%"), scale=alt.Scale(zero=True)),
         color=alt.Color("side:N", scale=alt.Scale(**SIDE_COLOURS), title="route"),
         tooltip=[alt.Tooltip("day:T", timeUnit="utcyearmonthdate"), "side:N", "metric:N",
                  alt.Tooltip("rate:Q", format=".2%"), alt.Tooltip("rows:Q", format=",")])
@@ -283,7 +294,7 @@ def _daily_chart(alt: Any, ds: dict, rows: list[dict[str, Any]]) -> Any:
 
 
 def _rows_chart(alt: Any, ds: dict, result: GateResult, config: Config) -> Any:
-    values = [{"segment": s.key, "rows": s.rows, "decision": s.decision} for s in result.segments]
+    values = [{"segment": s.key, "rows": s.rows, "decision": s.decision} for s in failing_first(result.segments)]
     minimum = config.min_rows_per_segment
     bars = alt.Chart(_named(alt, ds, "rows", values)).mark_bar().encode(
         y=alt.Y("segment:N", sort=None, title=None),
@@ -348,16 +359,17 @@ def _gate_table(result: GateResult) -> str:
     gates = [g for g in GATE_ORDER if any(g in s.checks for s in result.segments)]
     head = "".join(f"<th title=\"{_e(g)}\">{_e(BY_NAME[g].column)}</th>" for g in gates)
     body = []
-    for s in result.segments:
+    for s in failing_first(result.segments):  # the decision right after the segment: visible on any screen
         decision = s.decision + (f" (needs {s.needs_rows} more rows)" if s.needs_rows else "")
         fb = s.checks.get("fallback_rate")
         baseline = fb.baseline_level if fb and fb.baseline_level else "–"
-        body.append(f"<tr><th scope=\"row\">{_e(s.key)}</th><td class=\"num\">{s.rows:,}</td>"
+        body.append(f"<tr><th scope=\"row\" class=\"seg\">{_e(s.key)}</th>"
+                    f"<td class=\"decision {_e(s.decision)}\">{_e(decision)}</td><td class=\"num\">{s.rows:,}</td>"
                     + "".join(_cell(s.checks.get(g)) for g in gates)
-                    + f"<td class=\"baseline\">{_e(baseline)}</td>"
-                    + f"<td class=\"decision {_e(s.decision)}\">{_e(decision)}</td></tr>")
-    return ("<table class=\"gates\"><thead><tr><th>segment</th><th>rows</th>" + head
-            + "<th>cloud baseline</th><th>decision</th></tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+                    + f"<td class=\"baseline\">{_e(baseline)}</td></tr>")
+    return ("<div class=\"table-wrap\"><table class=\"gates\"><thead><tr><th class=\"seg\">segment</th>"
+            "<th class=\"decision\">decision</th><th>rows</th>" + head
+            + "<th>cloud baseline</th></tr></thead><tbody>" + "".join(body) + "</tbody></table></div>")
 
 
 def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
@@ -412,28 +424,30 @@ def _failing_summary(segments: list[Segment]) -> str:
 
 CAPTIONS = {
     "latency": "Bars: p50, p95 and p99 of total_ms over the window, edge beside cloud, per task and network "
-               "bucket. The gate judges the edge p95 per segment (inference_duration) and, in weak networks, "
-               "against the cloud's p95 (weak_network_latency).",
+               "bucket, on one scale for every panel. The gate judges the edge p95 per segment "
+               "(inference_duration) and, in weak networks, against the cloud's p95 (weak_network_latency).",
     "memory": "Each point is one segment's p95 of peak or resident memory as a share of the device's RAM, as "
               "the gate measured it, with its 95 % interval; red points fail the gate.",
     "temperature": f"A deterministic sample of up to {TEMPERATURE_POINTS:,} edge rows in the window (smallest "
                    "hash of event_id). Right of the 10 s line the user waited more than 10 seconds.",
     "daily": "Daily shares of requests whose answer was adopted, and of requests that fell back (user edit, "
-             "regenerate, undo, or automatic fallback), from the daily rollup; first and last day may be partial.",
+             "regenerate, undo, or automatic fallback), from the daily rollup, each axis from zero; first and last "
+             "day may be partial.",
     "rows": "Edge rows each segment has in the window; a segment below the minimum is insufficient_data.",
 }
 TITLES = {"latency": "Latency: edge vs cloud", "memory": "Memory per tier", "temperature": "Heat against duration",
           "daily": "Adoption and fallback by day", "rows": "Rows per segment"}
 
 
-def _page(result: GateResult, config: Config, data: dict[str, Any]) -> str:
+def _page(result: GateResult, config: Config, data: dict[str, Any], index_href: str | None = None) -> str:
     specs = _specs(result, config, data)
     colour = VERDICT_COLOURS.get(result.verdict, "#57606a")
     charts = "".join(
         f"<section class=\"chart\"><h2>{_e(TITLES[n])}</h2><p class=\"caption\">{_e(CAPTIONS[n])}</p>"
         f"<div id=\"chart-{n}\" class=\"vis\"></div></section>" for n in CHARTS)
+    nav = f"<nav><a id=\"index-link\" href=\"{_e(index_href)}\">&larr; all releases</a></nav>" if index_href else ""
     body = (
-        f"<header><h1>Release {_e(result.release)}: rollback report</h1>"
+        f"<header>{nav}<h1>Release {_e(result.release)}: rollback report</h1>"
         f"<div id=\"verdict\" class=\"verdict\" style=\"background:{colour}\">"
         f"<span class=\"label\">verdict</span> <strong id=\"verdict-text\">{_e(result.verdict)}</strong>"
         f"<span class=\"what\">{_e(VERDICT_TEXT.get(result.verdict, ''))}: {_e(result.note)}</span></div>"
@@ -575,8 +589,13 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 16px;margin:
 dl.facts dt{font-weight:600;color:#57606a}dl.facts dd{margin:0}
 .caption{color:#57606a;margin:2px 0 8px;max-width:1000px}
 table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:right}
-thead th{background:#f6f8fa;position:sticky;top:0}thead th:first-child,thead th:nth-last-child(-n+2){text-align:left}
+thead th{background:#f6f8fa;position:sticky;top:0}
+thead th:first-child,thead th:last-child,thead th.decision{text-align:left}
 tbody th{text-align:left;font-weight:500;white-space:nowrap}
+.table-wrap{overflow-x:auto;max-width:100%}
+th.seg,.decision{position:sticky;z-index:1;box-sizing:border-box}th.seg{left:0;width:190px;min-width:190px}
+.decision{left:190px}tbody th.seg,td.decision{background:#fff}thead th.seg,thead th.decision{z-index:2}
+nav{margin:0 0 6px}nav a{color:#0969da}
 td{white-space:nowrap}td b{display:block;font-weight:600}td small{display:block;color:#57606a;font-size:10px}
 td.fail{background:#ffd7d5;color:#82071e}td.fail small{color:#82071e}
 td.insufficient_data{background:#eaeef2;color:#57606a}td.not_applicable{color:#8c959f;text-align:center}

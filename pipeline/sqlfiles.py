@@ -3,14 +3,17 @@
 Each file starts with a header:
     -- name: fallback_rate
     -- description: one line for `pipeline query --list`
-    -- params: release, day (optional)
-User values reach SQL only as bound parameters ($name in DuckDB).
+    -- params: release, day (optional, date), limit (optional, integer)
+User values reach SQL only as bound parameters ($name in DuckDB). A param's note may
+name its type (date, timestamp, integer, number; text when none is named): `pipeline
+query` checks a value against it before the SQL runs.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from typing import Any
 import duckdb
 
 from pipeline import package_data
+from pipeline.errors import UsageError
 
 SQL_DIR = package_data.folder("sql")
 
@@ -62,6 +66,42 @@ def param_names(sf: SqlFile) -> list[str]:
 
 def required_params(sf: SqlFile) -> list[str]:
     return [p.split()[0] for p in sf.params if "optional" not in p]
+
+
+# type named in a param's note -> (parse the text, the expected form for the error)
+PARAM_TYPES: dict[str, tuple[Any, str]] = {
+    "date": (date.fromisoformat, "an ISO date such as 2026-11-24"),
+    "timestamp": (lambda v: datetime.fromisoformat(v.replace("Z", "+00:00")),
+                  "an ISO date or time such as 2026-11-24T02:00"),
+    "integer": (int, "a whole number such as 50"),
+    "number": (float, "a number such as 0.05"),
+}
+
+
+def param_types(sf: SqlFile) -> dict[str, str]:
+    """Each param's declared type: the first word of its note that names one, else 'text'."""
+    types = {}
+    for p in sf.params:
+        note = re.findall(r"\w+", p.partition("(")[2])
+        types[p.split()[0]] = next((w for w in note if w in PARAM_TYPES), "text")
+    return types
+
+
+def convert_params(sf: SqlFile, values: dict[str, str]) -> dict[str, Any]:
+    """Text values from the command line as their declared types; UsageError names the param and the form."""
+    types = param_types(sf)
+    out: dict[str, Any] = {}
+    for name, text in values.items():
+        kind = types.get(name, "text")
+        if kind == "text":
+            out[name] = text
+            continue
+        parse, form = PARAM_TYPES[kind]
+        try:
+            out[name] = parse(text.strip())
+        except ValueError:
+            raise UsageError(f"--param {name}={text!r}: query {sf.name} expects {name} as {form}") from None
+    return out
 
 
 def run(con: duckdb.DuckDBPyConnection, relname: str, params: dict[str, Any] | None = None):

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, yaml_problem
 
 
 def setting(default: Any = dataclasses.MISSING, *, lo: float | None = None, hi: float | None = None,
@@ -42,7 +42,7 @@ def read_yaml(path: Path, what: str) -> Any:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: cannot read the {what}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
 
 
 _TYPE_NAMES = {float: "a number", int: "a whole number", str: "a string", bool: "true or false"}

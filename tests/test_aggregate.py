@@ -143,7 +143,10 @@ def test_query_params_are_values_not_sql(db_path):
     assert [r["network_bucket"] for r in rows] == ["normal", "offline", "weak"]
     evil = run_cli("query", "edge_vs_cloud_latency", "--db", str(db_path), "--param",
                    "release=4.12' OR 1=1 --", "--format", "csv")
-    assert evil.returncode == 0 and evil.stdout.strip() == ",".join(rows[0].keys())
+    # a value, not SQL: no release has that name, which every command answers the same way
+    assert evil.returncode == 2 and evil.stdout == ""
+    assert evil.stderr.startswith("pipeline query: error: no release \"4.12' OR 1=1 --\" in the database; "
+                                  "releases present: 4.12.")
     unknown = run_cli("query", "edge_vs_cloud_latency", "--db", str(db_path), "--param", "rel=4.12")
     assert unknown.returncode == 2 and "unknown parameter 'rel'" in unknown.stderr
     listing = run_cli("query", "--list")

@@ -159,7 +159,7 @@ def test_nightly_over_30_files_with_3_bad_loads_27_and_still_judges(db_path, tmp
     good = next(land.rglob("part-0-*.parquet")).read_bytes()
     (land / "truncated.parquet").write_bytes(good[: len(good) // 3])
     proc = run_cli("nightly", "--db", str(db_path), "--landing", str(land), "--as-of", NOW.isoformat(), "--json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 4, proc.stderr  # the job ran; the rejected files raise a data-quality alarm
     import json
 
     out = json.loads(proc.stdout)
@@ -169,6 +169,7 @@ def test_nightly_over_30_files_with_3_bad_loads_27_and_still_judges(db_path, tmp
     assert set(reasons) == {"garbage.parquet", "no_route.parquet", "truncated.parquet"}
     assert reasons["no_route.parquet"] == "missing required column 'route'"
     assert out["verdicts"] == {"4.12": out["gates"][0]["verdict"]} and out["status"] == "ok"
+    assert out["data_quality"][0].startswith("3 of 30 files rejected: ")
 
 
 def test_gate_answers_while_the_nightly_job_writes(db_path, tmp_path):

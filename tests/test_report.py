@@ -10,6 +10,8 @@ screenshot, and reads back the DOM after the scripts ran.
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -266,10 +268,10 @@ def _offline_prefix() -> list[str]:
     return []
 
 
-def _render(page: Path, tmp: Path) -> tuple[str, str, Path]:
-    """Run headless Chromium once on `page` with the network off: (DOM after the scripts, console
-    lines of the page, screenshot)."""
-    shot = tmp / f"{page.stem}.png"
+def _render(page: Path, tmp: Path, width: int = 1400) -> tuple[str, str, Path]:
+    """Run headless Chromium once on `page` with the network off, in a window `width` px wide:
+    (DOM after the scripts, console lines of the page, screenshot)."""
+    shot = tmp / f"{page.stem}-{width}.png"
     cmd = _offline_prefix() + [
         _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -277,7 +279,7 @@ def _render(page: Path, tmp: Path) -> tuple[str, str, Path]:
         # with or without the namespace: no name resolves and every request goes to a dead proxy
         "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
         f"--user-data-dir={tmp / ('profile-' + page.stem)}", "--enable-logging=stderr", "--v=0",
-        "--virtual-time-budget=10000", "--window-size=1400,3000", f"--screenshot={shot}", "--dump-dom",
+        "--virtual-time-budget=10000", f"--window-size={width},3000", f"--screenshot={shot}", "--dump-dom",
         page.resolve().as_uri()]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -423,3 +425,75 @@ def test_report_of_an_empty_window_says_insufficient_data(warehouses, tmp_path):
     assert _parse(page).text["verdict-text"] == "insufficient_data"
     assert "the release has no rows in the evaluation window" in page
     assert "0 edge rows judged by the gate; 0 cloud rows in the window" in page
+
+
+LAYOUT_PROBE = """<script>
+(function probe() {
+  var status = document.getElementById("report-status");
+  if (!status.dataset.drawn) { setTimeout(probe, 50); return; }
+  var view = document.documentElement.clientWidth;
+  var out = {view: view, page: document.documentElement.scrollWidth, decision: [], charts: {}};
+  function seen(el) {  // on screen, and not cut off by a scrolling box around it
+    var r = el.getBoundingClientRect(), box = el.closest(".table-wrap");
+    var right = box ? Math.min(view, box.getBoundingClientRect().right) : view;
+    return r.width > 0 && r.left >= 0 && r.right <= right + 0.5;
+  }
+  document.querySelectorAll("table.gates .decision").forEach(function (el) { out.decision.push(seen(el)); });
+  document.querySelectorAll("div.vis").forEach(function (el) {
+    var svg = el.querySelector("svg");
+    out.charts[el.id] = !!svg && seen(svg);
+  });
+  var pre = document.createElement("pre");
+  pre.id = "layout";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def _page_order(page: str) -> list[str]:
+    return re.findall(r'<th scope="row" class="seg">([^<]+)</th><td class="decision ([a-z_]+)"', page)
+
+
+def test_report_lists_failing_segments_first_and_links_to_the_index(reports, warehouses, tmp_path):
+    page = reports["postmortem"][0].read_text()
+    decisions = [d for _, d in _page_order(page)]
+    assert decisions == sorted(decisions, key=["rollback_to_cloud", "keep_edge", "insufficient_data"].index)
+    assert decisions[0] == "rollback_to_cloud" and "insufficient_data" in decisions
+    assert 'id="index-link"' not in page  # a page on its own has no index to go back to
+    with db.reading(warehouses["postmortem"]) as con:
+        use_settings(con, CONFIG)
+        write_reports(con, [reports["postmortem"][1]], CONFIG, tmp_path / "site")
+    linked = (tmp_path / "site" / report_filename("4.12")).read_text()
+    assert '<a id="index-link" href="index.html">&larr; all releases</a>' in linked
+
+
+def test_charts_share_one_scale_per_group_and_rates_start_at_zero(reports):
+    page = reports["postmortem"][0].read_text()
+    specs = json.loads(re.search(r"var specs = (\{.*?\});\n", page, flags=re.S).group(1))
+    assert specs["latency"]["resolve"] == {"scale": {"y": "shared"}}
+    assert specs["memory"]["resolve"] == {"scale": {"y": "shared"}}
+    daily_y = specs["daily"]["spec"]["encoding"]["y"]
+    assert daily_y["scale"] == {"zero": True} and daily_y["axis"]["format"] == "%"
+
+
+@pytest.mark.parametrize("width", [1024, 1400])
+def test_the_decision_column_and_every_chart_are_visible_at(reports, width, tmp_path):
+    path, result = reports["postmortem"]
+    probed = tmp_path / f"probe-{width}.html"
+    page = path.read_text()
+    end = page.rindex("</body>")  # the page's own: the inlined Vega has the string too
+    probed.write_text(page[:end] + LAYOUT_PROBE + page[end:])
+    dom, console, shot = _render(probed, tmp_path, width=width)
+    assert console == "", console
+    layout = json.loads(html.unescape(re.search(r'<pre id="layout">(.*?)</pre>', dom, flags=re.S).group(1)))
+    assert layout["view"] <= width and layout["page"] == layout["view"]  # the page itself never scrolls sideways
+    assert len(layout["decision"]) == len(result.segments) + 1 and all(layout["decision"]), layout["decision"]
+    assert layout["charts"] == {f"chart-{c}": True for c in CHARTS}, layout["charts"]
+    assert struct.unpack(">II", shot.read_bytes()[16:24])[0] == width  # the screenshot is that wide
+    coloured, _ = _verdict_banner(shot, VERDICT_COLOURS[result.verdict])
+    assert coloured > 20_000
+    keep = os.environ.get("REPORT_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / f"report-postmortem-{width}.png")

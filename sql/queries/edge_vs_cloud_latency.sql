@@ -1,6 +1,6 @@
 -- name: edge_vs_cloud_latency
 -- description: p50/p95/p99 of total_ms per network bucket, edge beside cloud, with the edge-minus-cloud gap
--- params: release, task (optional), since (optional, ISO date)
+-- params: release, task (optional), since (optional, date)
 WITH q AS (
     SELECT network_bucket, on_device,
            count(*) AS rows,

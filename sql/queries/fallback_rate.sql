@@ -1,6 +1,6 @@
 -- name: fallback_rate
 -- description: fallback rate (user fallback or auto_fallback) by release, day, tier and network bucket, edge vs cloud
--- params: release (optional), since (optional, ISO date)
+-- params: release (optional), since (optional, date)
 SELECT release, day, device_tier, network_bucket,
        CASE WHEN route = 'cloud' THEN 'cloud' ELSE 'edge' END AS side,
        sum(rows) AS rows,

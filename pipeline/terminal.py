@@ -1,0 +1,329 @@
+"""What the person on call reads in a terminal: the gate's verdict view and `explain`.
+
+- The verdict and a one-line summary come first, then the failing segments, then the
+  passing ones; the insufficient ones are summarised (`show_all` lists them).
+- Figures are in units (%, ms, °C, share of RAM), rounded as people read them.
+- Lines fit `width`: the gate table drops the gate columns with the fewest failures
+  first and says which; `wide` shows every column under the gates' full names.
+- Colour only when asked for (cli.py: a terminal, no NO_COLOR, no --no-color).
+Plain string code: no terminal library on the start-up path of `pipeline gate`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from pipeline.registry import BY_NAME, GATES
+
+# ------------------------------------------------------------------ the terminal
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """COLUMNS when set, else the terminal's width; None (no limit) for a file or pipe."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size().columns if stream.isatty() else None
+
+
+def wants_colour(stream: TextIO, no_color: bool = False) -> bool:
+    """https://no-color.org: any non-empty NO_COLOR turns colour off, and so does --no-color."""
+    return not no_color and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb" and stream.isatty()
+
+
+class Paint:
+    CODES = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1", "bold_red": "1;31",
+             "bold_green": "1;32", "bold_yellow": "1;33"}
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __call__(self, style: str | None, text: str) -> str:
+        if not self.enabled or not style or not text.strip():
+            return text
+        return f"\033[{self.CODES[style]}m{text}\033[0m"
+
+
+# ------------------------------------------------------------------ units
+
+
+def percent(share: float) -> str:
+    """0.4712 -> '47.1%', 0.048 -> '4.8%', 0.0035 -> '0.35%', 0.4 -> '40%'."""
+    p = share * 100
+    text = f"{p:.1f}" if abs(p) >= 1 else f"{p:.2g}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def in_unit(value: float | None, unit: str, short: bool = False) -> str:
+    """A gate figure in its registry unit; `short` drops the unit word (the column title names it)."""
+    if value is None:
+        return "?"
+    if unit == "ratio of RAM":
+        return percent(value) + ("" if short else " of RAM")
+    if unit in ("share", "relative loss"):
+        return percent(value)
+    if unit == "ms":
+        return f"{value:,.0f}" + ("" if short else " ms")
+    if unit == "°C":
+        return f"{value:.1f}" + ("" if short else " °C")
+    return f"{value:.3g}"
+
+
+def p_text(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _limit(check: Any, short: bool = False) -> str:
+    spec = BY_NAME[check.gate]
+    if check.gate == "weak_network_latency":
+        return "< cloud" + (f" {in_unit(check.threshold, 'ms', short)}" if check.threshold is not None else "")
+    if check.threshold is None:
+        return ""
+    return (">=" if spec.direction == "min" else "<=") + ("" if short else " ") + in_unit(check.threshold, spec.unit,
+                                                                                         short)
+
+
+# ------------------------------------------------------------------ the gate view
+
+DECISION_STYLE = {"rollback_to_cloud": "bold_red", "keep_edge": "green", "insufficient_data": "yellow"}
+VERDICT_STYLE = {"rollback_to_cloud": "bold_red", "partial_rollback": "bold_red", "keep_edge": "bold_green",
+                 "insufficient_data": "bold_yellow"}
+MARKS = ("marks: X failed, ? insufficient data, - not applicable, ~ borderline (the interval straddles the threshold), "
+         "(obs) observe-only (never blocks)")
+
+
+def _cell(check: Any, observe_column: bool) -> tuple[str, str]:
+    """(figure, marks): the marks get a slot of their own so the figures stay aligned."""
+    if check.status == "not_applicable":
+        return "-", ""
+    if check.measured is None:
+        return ("?" if check.status == "insufficient_data" else ""), ""
+    mark = {"fail": "X", "insufficient_data": "?"}.get(check.status, "") + ("~" if check.borderline else "")
+    obs = "(obs)" if check.mode == "observe" and not observe_column else ""
+    return in_unit(check.measured, BY_NAME[check.gate].unit, short=True), mark + obs
+
+
+def _task_limit(checks: list[Any]) -> str:
+    """A task's threshold; the weak-network one is the cloud's p95 per segment, so its range."""
+    if checks[0].gate != "weak_network_latency":
+        return _limit(checks[0], short=True)
+    cloud = sorted(c.threshold for c in checks if c.threshold is not None)
+    if not cloud:
+        return "< cloud"
+    shown = in_unit(cloud[0], "ms", True) + ("" if cloud[0] == cloud[-1] else "-" + in_unit(cloud[-1], "ms", True))
+    return f"<cloud {shown}"
+
+
+def summary_lines(result: Any) -> list[str]:
+    """The verdict and one line of counts: what `gate` prints first."""
+    segments = result.segments
+    judged = [s for s in segments if s.decision != "insufficient_data"]
+    rolled = sum(s.decision == "rollback_to_cloud" for s in judged)
+    lines = [f"verdict for release {result.release}: {result.verdict.upper()} - {result.note}",
+             f"{len(segments)} segments: {len(judged)} judged ({rolled} roll back, {len(judged) - rolled} keep edge), "
+             f"{len(segments) - len(judged)} insufficient data; window {result.window_start:%Y-%m-%d %H:%M} .. "
+             f"{result.as_of:%Y-%m-%d %H:%M} UTC"]
+    rw = result.release_wide.get("quality_loss")
+    if rw is not None and rw.measured is not None:
+        p = f", {p_text(rw.p_value)}" if rw.p_value is not None else ""
+        lines.append(f"release-wide quality loss {percent(rw.measured)} (threshold {percent(rw.threshold)}{p}): "
+                     f"{rw.status}")
+    return lines
+
+
+def _insufficient_summary(segments: list[Any]) -> str:
+    few = [s for s in segments if s.needs_rows]
+    lacking: dict[str, int] = {}
+    for s in segments:
+        if not s.needs_rows:
+            for g, c in s.checks.items():
+                if c.mode == "enforce" and c.status == "insufficient_data":
+                    lacking[g] = lacking.get(g, 0) + 1
+    parts = []
+    if few:
+        need = sorted(s.needs_rows for s in few)
+        span = f"{need[0]:,}" if need[0] == need[-1] else f"{need[0]:,}-{need[-1]:,}"
+        parts.append(f"{len(few)} have too few rows (need {span} more)")
+    if lacking:
+        gates = ", ".join(f"{g} {n}x" for g, n in lacking.items())
+        parts.append(f"{len(segments) - len(few)} lack an enforced gate's inputs ({gates})")
+    return f"insufficient data ({len(segments)} segments, not judged): {'; '.join(parts)}; --all lists them"
+
+
+def _fit(fixed: int, gate_widths: dict[str, int], priority: list[str], width: int | None) -> list[str]:
+    """The gates whose columns fit in `width`, most failures first; in registry order."""
+    if width is None:
+        return list(gate_widths)
+    used, kept = fixed, []
+    for g in priority:
+        if used + 2 + gate_widths[g] <= width:
+            kept.append(g)
+            used += 2 + gate_widths[g]
+    return [g for g in gate_widths if g in kept]
+
+
+def gate_view(result: Any, width: int | None = None, colour: bool = False, wide: bool = False,
+              show_all: bool = False) -> str:
+    """The gate's terminal view (module docstring): sections by decision, one column per gate.
+    `width` None: no limit."""
+    paint = Paint(colour)
+    limit = None if wide else width
+    segments = result.segments
+    groups = [("roll back to cloud", "bold_red", [s for s in segments if s.decision == "rollback_to_cloud"]),
+              ("keep edge", "bold_green", [s for s in segments if s.decision == "keep_edge"])]
+    insufficient = [s for s in segments if s.decision == "insufficient_data"]
+    if show_all:
+        groups.append(("insufficient data", "bold_yellow", insufficient))
+    shown = [s for _, _, group in groups for s in group]
+    gates = [g.name for g in GATES if any(g.name in s.checks for s in segments)]
+    observe = {g: all(s.checks[g].mode == "observe" for s in segments) for g in gates}
+    title = {g: (g if wide else BY_NAME[g].column) + (" (obs)" if observe[g] else "") for g in gates}
+    tasks = sorted({s.task for s in segments})
+    thresholds = {t: {g: _task_limit([s.checks[g] for s in segments if s.task == t]) for g in gates} for t in tasks}
+    cells = {s.key: {g: _cell(s.checks[g], observe[g]) for g in gates} for s in shown}
+    name_w = max([len("segment")] + [len(s.key) for s in shown] + [len(f"threshold {t}") for t in tasks])
+    rows_w = max([len("rows")] + [len(f"{s.rows:,}") for s in shown])
+    mark_w = {g: max([0] + [len(cells[k][g][1]) for k in cells]) for g in gates}
+    gate_w = {g: max([len(title[g])] + [len(cells[k][g][0]) + mark_w[g] for k in cells]
+                     + [len(thresholds[t][g]) for t in tasks]) for g in gates}
+    failures = {g: sum(s.checks[g].status == "fail" for s in shown) for g in gates}
+    kept = _fit(name_w + 2 + rows_w, gate_w, sorted(gates, key=lambda g: -failures[g]), limit)
+
+    def line(name: str, rows: str, values: dict[str, tuple[str, str]], styles: dict[str, str | None]) -> str:
+        parts: list[tuple[str | None, str]] = [(None, name.ljust(name_w)), (None, rows.rjust(rows_w))]
+        for g in kept:
+            figure, mark = values[g]
+            room = gate_w[g] - mark_w[g]  # figures right-aligned before the marks' slot
+            text = figure.rjust(room) + mark.ljust(mark_w[g]) if len(figure) <= room else figure.rjust(gate_w[g])
+            parts.append((styles.get(g), text))
+        parts[-1] = (parts[-1][0], parts[-1][1].rstrip())
+        return "  ".join(paint(style, text) for style, text in parts).rstrip()
+
+    first, *rest = summary_lines(result)
+    out = [paint(VERDICT_STYLE.get(result.verdict), ln) for ln in _wrap(first, limit)]
+    out += [ln for text in rest for ln in _wrap(text, limit)]
+    if not segments:
+        return "\n".join(out)
+    out += ["", line("segment", "rows", {g: (title[g], "") for g in gates}, {})]
+    for label, style, group in groups:
+        out.append(paint(style, f"{label} ({len(group)})"))
+        for s in group:
+            styles = {g: ("red" if s.checks[g].blocks else "yellow" if s.checks[g].status == "fail" else None)
+                      for g in gates}
+            out.append(line(s.key, f"{s.rows:,}", cells[s.key], styles))
+    for t in tasks:
+        out.append(paint("dim", line(f"threshold {t}", "", {g: (v, "") for g, v in thresholds[t].items()}, {})))
+    notes = [_insufficient_summary(insufficient)] if insufficient and not show_all else []
+    hidden = [title[g] for g in gates if g not in kept]
+    if hidden:
+        notes.append(f"{len(hidden)} gate columns hidden to fit {limit} columns ({', '.join(hidden)}); "
+                     "--wide shows them all")
+    notes.append("columns: " + "; ".join(f"{title[g]} = {g} ({BY_NAME[g].unit})" for g in kept))
+    notes.append(MARKS)
+    return "\n".join(out + [ln for text in notes for ln in _wrap(text, limit)])
+
+
+def _wrap(text: str, width: int | None, indent: str = "", first: str | None = None) -> list[str]:
+    if width is None:
+        return [(first if first is not None else indent) + text]
+    return textwrap.wrap(text, width=max(width, 20), initial_indent=first if first is not None else indent,
+                         subsequent_indent=indent + "  ", break_on_hyphens=False) or [""]
+
+
+# ------------------------------------------------------------------ explain
+
+WHY = {"keep_edge": "every enforced gate passes",
+       "rollback_to_cloud": "enforced gates failed: {failed}",
+       "insufficient_data": "an enforced gate lacks the data it needs"}
+
+
+def _why(segment: Any) -> str:
+    if segment.decision == "insufficient_data" and segment.needs_rows:
+        return f"it needs {segment.needs_rows:,} more rows"
+    return WHY[segment.decision].format(failed=", ".join(segment.failed_gates))
+
+
+def _interval(iv: Sequence[float] | None, unit: str) -> str:
+    if not iv:
+        return ""
+    lo, hi = in_unit(iv[0], unit, short=True), in_unit(iv[1], unit)
+    return f"95% interval {lo} to {hi}"
+
+
+def _extra(name: str, value: Any) -> str:
+    if value is None:
+        return ""
+    texts = {
+        "max_excess_over_cloud": lambda v: f"may exceed the cloud's by at most {percent(v)}",
+        "throttled_share": lambda v: f"throttled on {percent(v)} of requests",
+        "max_throttled_share": lambda v: f"throttled share ceiling {percent(v)}",
+        "cap_seconds": lambda v: f"cap {v:,.0f} s of edge inference per device-day",
+        "edge_adoption": lambda v: f"edge adoption {percent(v)}",
+        "cloud_rows": lambda v: f"{v:,} cloud rows",
+        "rows_to_detect_tolerance": lambda v: f"{v:,} rows a side would detect a loss of the threshold itself "
+                                              "(80% power)",
+        "baseline_interval_95": lambda v: f"cloud p95 {_interval(v, 'ms')}",
+    }
+    if name in texts:
+        return texts[name](value)
+    return f"{name} {value:.3g}" if isinstance(value, float) else f"{name} {value}"
+
+
+def _check_parts(check: Any) -> list[str]:
+    spec = BY_NAME[check.gate]
+    measured = "measured -" if check.measured is None else (
+        ("p95 " if spec.kind == "p95_budget" or check.gate == "weak_network_latency" else "")
+        + in_unit(check.measured, spec.unit))
+    parts = [measured, _interval(check.interval, spec.unit)]
+    if check.gate != "weak_network_latency":
+        parts.append(f"threshold {_limit(check)}" if check.threshold is not None else "")
+    if check.baseline is not None:
+        what = "p95" if check.gate == "weak_network_latency" else "rate" if spec.kind == "rate" else "adoption"
+        parts.append(f"cloud {what} {in_unit(check.baseline, 'ms' if spec.unit == 'ms' else 'share')} "
+                     f"(baseline: {check.baseline_level})")
+    if check.p_value is not None:
+        parts.append(f"{p_text(check.p_value)} (Holm-corrected decision)")
+    if check.borderline:
+        parts.append("borderline")
+    parts += [_extra(k, v) for k, v in check.extra.items()]
+    parts += [check.note, f"{check.rows:,} rows, {check.sql}"]
+    return [p for p in parts if p]
+
+
+def explain_view(result: Any, segment: Any, config: Any, width: int | None = None, colour: bool = False) -> str:
+    paint = Paint(colour)
+    out = [paint(DECISION_STYLE.get(segment.decision), f"release {result.release}, segment {segment.key}: "
+                                                       f"{segment.decision.upper()}")]
+    out += _wrap(f"{segment.rows:,} edge rows in the window {result.window_start:%Y-%m-%d %H:%M} .. "
+                 f"{result.as_of:%Y-%m-%d %H:%M} UTC (minimum {config.min_rows_per_segment:,}); "
+                 f"config {result.config_source}", width, "  ")
+    out += _wrap(f"decision: {segment.decision} because {_why(segment)}", width, "  ")
+    for name, check in segment.checks.items():
+        status = check.status.upper() if check.status == "fail" else check.status
+        head = f"{BY_NAME[name].label} ({name}, {check.mode}): {status}"
+        out.append(paint("red" if check.blocks else None, head))
+        out += _wrap("; ".join(_check_parts(check)), width, "    ")
+    return "\n".join(out)
+
+
+def explain_dict(result: Any, segment: Any, config: Any) -> dict[str, Any]:
+    """`explain --json`: the segment's figures as the gate has them, plus units and the texts people read."""
+    gates = []
+    for name, check in segment.checks.items():
+        spec = BY_NAME[name]
+        gates.append({"gate": name, "label": spec.label, "unit": spec.unit, **check.to_dict(),
+                      "measured_text": in_unit(check.measured, spec.unit) if check.measured is not None else None,
+                      "threshold_text": _limit(check) or None, "explanation": "; ".join(_check_parts(check))})
+    return {"release": result.release, "segment": segment.key, "task": segment.task,
+            "device_tier": segment.device_tier, "network_bucket": segment.network_bucket, "rows": segment.rows,
+            "min_rows_per_segment": config.min_rows_per_segment, "decision": segment.decision,
+            "why": _why(segment), "needs_rows": segment.needs_rows,
+            "window": {"start": result.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       "end": result.as_of.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "config": {"path": result.config_source, "digest": result.config_digest}, "gates": gates}

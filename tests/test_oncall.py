@@ -1,0 +1,252 @@
+"""What the person on call reads: `pipeline gate` and `explain` on the demo data (sample_logs
+ingested for real), at 80 and 200 columns and on a real pseudo-terminal (colour, NO_COLOR), and
+the one-line errors of every command (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+AS_OF = "2026-12-01"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "TERM")}
+    return {**env, "TERM": "xterm", **extra}
+
+
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
+                          env=_env(**env), timeout=240, cwd=ROOT)
+
+
+def on_terminal(*args: str, columns: int = 120, **env: str) -> tuple[int, str]:
+    """The command with its stdout on a real pseudo-terminal of `columns` columns."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdin=slave, stdout=slave,
+                            stderr=subprocess.PIPE, env=_env(**env), cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    proc.wait(timeout=240)
+    return proc.returncode, b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    """The demo database: sample_logs ingested by the real command."""
+    path = tmp_path_factory.mktemp("demo") / "telemetry.duckdb"
+    proc = cli("ingest", "--db", str(path), "sample_logs")
+    assert proc.returncode == 0, proc.stderr
+    return path
+
+
+def gate(demo: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
+    return cli("gate", "--db", str(demo), "--release", "4.12", "--as-of", AS_OF, "--no-alerts", *extra, **env)
+
+
+HEADER = ('segment                     rows  peak mem  resident mem  p95 ms    cold start ms  quality loss  det'
+          'ected  fallback  weak-net ms   rise °C  day cap (obs)')
+
+
+def test_gate_says_the_verdict_first_then_failing_then_passing_segments(demo):
+    proc = gate(demo)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:7] == [
+        "verdict for release 4.12: ROLLBACK_TO_CLOUD - a release-wide gate failed",
+        "36 segments: 14 judged (14 roll back, 0 keep edge), 22 insufficient data; "
+        "window 2026-11-17 00:00 .. 2026-12-01 00:00 UTC",
+        "release-wide quality loss 14.9% (threshold 3%, p < 0.001): fail",
+        "",
+        HEADER,
+        "roll back to cloud (14)",
+        'intent/flagship/normal       428    15.5%           7.7%     777              303        14.8%X     '
+        '95.7%      4.2%            -     0.6               0%',
+    ]
+    assert lines[lines.index("keep edge (0)") - 1].startswith("summarize/mid/normal       1,124    31.4%")
+    assert ('threshold rewrite                   <=40%          <=25%  <=10,000          <=500         <=3%      '
+            '>=90%     <=25%  <cloud 9,584  <=5.0             <=5%') in lines  # the cloud's figure
+    assert "insufficient data (22 segments, not judged): 22 have too few rows (need 4-183 more); --all lists them" \
+        in lines
+    assert "peak mem = peak_memory (ratio of RAM)" in proc.stdout
+    assert "day cap (obs) = daily_edge_seconds (share)" in proc.stdout
+    assert not [ln for ln in lines if ln.startswith("intent/flagship/offline")]  # summarised, not listed
+    everything = gate(demo, "--all").stdout.splitlines()
+    assert "insufficient data (22)" in everything
+    assert len([ln for ln in everything if re.match(r"(intent|rewrite|summarize)/", ln)]) == 36
+
+
+def test_gate_fits_80_columns_and_keeps_the_failing_gates(demo):
+    lines = gate(demo, COLUMNS="80").stdout.splitlines()
+    assert max(len(ln) for ln in lines) <= 80
+    assert lines[1:3] == ["36 segments: 14 judged (14 roll back, 0 keep edge), 22 insufficient data; window",
+                          "  2026-11-17 00:00 .. 2026-12-01 00:00 UTC"]  # wrapped, not cut
+    assert lines[5] == "segment                     rows  peak mem  p95 ms    quality loss  rise °C"
+    assert "rewrite/low/normal         1,583    47.1%X  16,898X         12.9%X    9.7X" in lines
+    assert ("6 gate columns hidden to fit 80 columns (resident mem, cold start ms, detected, fallback, weak-net ms, "
+            "day cap (obs)); --wide shows them all") in " ".join(ln.strip() for ln in lines)
+
+
+def test_gate_at_200_columns_shows_every_gate_and_wide_shows_full_names(demo):
+    lines = gate(demo, COLUMNS="200").stdout.splitlines()
+    assert max(len(ln) for ln in lines) <= 200
+    assert lines[4] == HEADER and not [ln for ln in lines if "hidden" in ln]
+    wide = gate(demo, "--wide", COLUMNS="80").stdout.splitlines()
+    assert max(len(ln) for ln in wide) > 80
+    assert wide[4].split()[2:] == ["peak_memory", "resident_memory", "inference_duration", "cold_start",
+                                   "quality_loss", "failure_detectability", "fallback_rate", "weak_network_latency",
+                                   "thermal", "daily_edge_seconds", "(obs)"]
+
+
+def test_gate_is_coloured_on_a_terminal_unless_no_color(demo):
+    args = ("gate", "--db", str(demo), "--release", "4.12", "--as-of", AS_OF, "--no-alerts")
+    code, out = on_terminal(*args, columns=120)
+    assert code == 1
+    assert out.startswith("\x1b[1;31mverdict for release 4.12: ROLLBACK_TO_CLOUD")
+    assert "\x1b[31m  47.1%X\x1b[0m" in out  # a failing enforced cell in red
+    assert max(len(ANSI.sub("", ln)) for ln in out.splitlines()) <= 120  # the terminal's own width
+    for extra, env in (((), {"NO_COLOR": "1"}), (("--no-color",), {})):
+        code, plain = on_terminal(*args, *extra, columns=120, **env)
+        assert code == 1 and "\x1b[" not in plain
+        assert plain.splitlines() == ANSI.sub("", out).splitlines()
+
+
+def test_explain_speaks_in_units_within_the_width(demo):
+    proc = cli("explain", "--db", str(demo), "--release", "4.12", "--as-of", AS_OF, "--segment", "rewrite/low/normal",
+               COLUMNS="80")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(ln) for ln in lines) <= 80
+    assert lines[0] == "release 4.12, segment rewrite/low/normal: ROLLBACK_TO_CLOUD"
+    text = " ".join(ln.strip() for ln in lines)
+    assert "p95 47.1% of RAM; 95% interval 47% to 47.2% of RAM; threshold <= 40% of RAM" in text
+    assert "p95 16,898 ms; 95% interval " in text and "threshold <= 10,000 ms" in text
+    assert "p95 9.7 °C" in text and "threshold <= 5.0 °C" in text
+    assert not re.search(r"\d\.\d{4,}|e[+-]\d\d", text)  # no raw floats, no exponents
+    weak = cli("explain", "--db", str(demo), "--release", "4.12", "--as-of", AS_OF, "--segment", "rewrite/mid/weak")
+    assert "cloud p95 9,584 ms (baseline: task x bucket (all tiers))" in weak.stdout
+    assert "cloud p95 95% interval 8,467 to 11,672 ms" in weak.stdout
+
+
+def test_explain_json_has_the_figures_with_their_units(demo):
+    proc = cli("explain", "--db", str(demo), "--release", "4.12", "--as-of", AS_OF, "--segment", "rewrite/low/normal",
+               "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["segment"], out["decision"], out["rows"]) == ("rewrite/low/normal", "rollback_to_cloud", 1583)
+    peak = next(g for g in out["gates"] if g["gate"] == "peak_memory")
+    assert (peak["unit"], peak["status"], peak["threshold"]) == ("ratio of RAM", "fail", 0.4)
+    assert (peak["measured_text"], peak["threshold_text"]) == ("47.1% of RAM", "<= 40% of RAM")
+    assert [g["gate"] for g in out["gates"]][:3] == ["peak_memory", "resident_memory", "inference_duration"]
+
+
+# ------------------------------------------------------------------ errors: one line, exit 2
+
+
+def _one_line_error(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("sql", "SELECT * FROM evnts"),
+     'pipeline sql: error: Catalog Error: Table with name evnts does not exist! Did you mean "events"?'),
+    (("sql", ""), 'pipeline sql: error: no SQL given; e.g. pipeline sql "SELECT count(*) FROM events"'),
+    (("sql", "DROP TABLE events"),
+     'pipeline sql: error: refused or failed (the warehouse is read-only here): Invalid Input Error: Cannot '
+     'execute statement of type "DROP" on database "telemetry" which is attached in read-only mode!'),
+    (("query", "edge_vs_cloud_latency", "--param", "release=4.12", "--param", "since=yesterday"),
+     "pipeline query: error: --param since='yesterday': query edge_vs_cloud_latency expects since as an ISO date "
+     "such as 2026-11-24"),
+    (("query", "ingest_history", "--param", "limit=abc"),
+     "pipeline query: error: --param limit='abc': query ingest_history expects limit as a whole number such as 50"),
+    (("query", "adoption", "--param", "release=4.13"),
+     "pipeline query: error: no release '4.13' in the database; releases present: 4.11, 4.12. "
+     "Did you ingest its files? (pipeline ingest PATH)"),
+    (("history", "--release", "4.13"),
+     "pipeline history: error: no release '4.13' in the database; releases present: 4.11, 4.12. "
+     "Did you ingest its files? (pipeline ingest PATH)"),
+    (("gate", "--release", "4.13"),
+     "pipeline gate: error: no release '4.13' in the database; releases present: 4.11, 4.12. "
+     "Did you ingest its files? (pipeline ingest PATH)"),
+    (("gate", "--relase", "4.12"),
+     "pipeline gate: error: unrecognized arguments: --relase 4.12; --relase is not an option here: "
+     "did you mean --release? (see pipeline gate --help)"),
+    (("explain", "--relase", "4.12", "--segment", "rewrite/low/weak"),
+     "pipeline explain: error: the following arguments are required: --release; --relase is not an option here: "
+     "did you mean --release? (see pipeline explain --help)"),
+])
+def test_each_mistake_is_one_line_naming_it(demo, args, expected):
+    assert _one_line_error(cli(*args, "--db", str(demo))) == expected
+
+
+def test_a_mistyped_command_and_a_two_part_segment_get_the_right_form(demo):
+    line = _one_line_error(cli("gat", "--release", "4.12"))
+    assert line.endswith("; did you mean gate? (see pipeline --help)")
+    line = _one_line_error(cli("explain", "--db", str(demo), "--release", "4.12", "--segment", "rewrite/low"))
+    assert line.startswith("pipeline explain: error: --segment 'rewrite/low' is not of the form TASK/TIER/BUCKET "
+                           "(e.g. rewrite/mid/weak); segments of release 4.12: intent/flagship/normal, ")
+    assert len(line.partition("segments of release 4.12: ")[2].split(", ")) == 36  # every one
+
+
+def test_yaml_syntax_errors_name_line_and_column(tmp_path):
+    config = tmp_path / "gates.yaml"
+    config.write_text("version: 1\ngates:\n  peak_memory:\n    max_p95_ratio: 0.4\n   mode: enforce\n")
+    assert _one_line_error(cli("gate", "--check-config", "--config", str(config))) == (
+        f"pipeline gate: error: {config}: not valid YAML at line 5, column 4: expected <block end>, "
+        "but found '<block mapping start>'")
+    candidate = tmp_path / "task.yaml"
+    candidate.write_text("task: [rewrite, summarize\nname: x\n")
+    assert _one_line_error(cli("admit", str(candidate))) == (
+        f"pipeline admit: error: {candidate}: not valid YAML at line 2, column 5: expected ',' or ']', but got ':'")
+
+
+def test_global_options_are_taken_after_the_command_too(demo):
+    after = gate(demo, "--debug", "--log-format", "json", "--json")
+    assert after.returncode == 1 and json.loads(after.stdout)["verdict"] == "rollback_to_cloud"
+    before = cli("--db", str(demo), "--debug", "gate", "--release", "4.12", "--as-of", AS_OF, "--no-alerts", "--json")
+    assert before.returncode == 1 and json.loads(before.stdout) == {**json.loads(after.stdout),
+                                                                   "evaluated_at": json.loads(before.stdout)[
+                                                                       "evaluated_at"]}
+
+
+def test_admit_takes_several_files():
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gates" / "candidates").glob("*.yaml"))
+    proc = cli("admit", *files, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)) == len(files) == 4
+
+
+def test_every_command_shows_an_example_and_simulate_lists_its_scenarios():
+    from pipeline.cli import build_parser
+    from pipeline.simulate import SCENARIOS
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name, parser in sub.choices.items():
+        assert re.search(rf"\nexamples:\n  pipeline {name}\b", parser.format_help()), name
+    assert ", ".join(SCENARIOS) in " ".join(cli("simulate", "--help").stdout.split())
