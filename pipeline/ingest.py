@@ -257,6 +257,7 @@ class Ingestor:
         self.batch_rows = batch_rows
         self._results: dict[int, FileResult] = {}
         self._by_file_id: dict[int, FileResult] = {}
+        self._collisions = False
 
     def run(self, files: list[Path], progress: Progress | None = None) -> list[FileResult]:
         with db.writing(self.db_path) as con:
@@ -353,6 +354,8 @@ class Ingestor:
         con.register("batch_failures", pa.concat_tables(
             [v.failure_pairs(offset=j.first) for j in jobs if (v := j.validation) is not None]
             or [Validation([]).failure_pairs()]))
+        sqlfiles.run(con, "ingest/find_collisions")  # once per batch: one scan of the stored event_ids
+        self._collisions = con.execute("SELECT count(*) FROM collided").fetchone()[0] > 0
         return jobs
 
     def _store(self, con: Any, job: _StoreJob) -> None:
@@ -387,10 +390,9 @@ class Ingestor:
         con.register("file_validations", pa.Table.from_pylist([asdict(r) for r in job.validation.results]))
         result.quarantined = sqlfiles.run(con, "ingest/insert_quarantine", {
             **span, "file_id": file_id, "source_file": result.path, "quarantined_at": self.now}).fetchone()[0]
-        sqlfiles.run(con, "ingest/find_collisions", span)
         accepted = sqlfiles.run(con, "ingest/insert_events", {**span, "file_id": file_id}).fetchone()[0]
         demoted: list[tuple[int, int]] = []
-        if con.execute("SELECT count(*) FROM collided").fetchone()[0]:
+        if self._collisions:  # rare: an event_id with several valid copies (find_collisions.sql)
             sqlfiles.run(con, "ingest/rank_copies", span)
             sqlfiles.run(con, "ingest/replaced_rows")
             sqlfiles.run(con, "ingest/mark_stale_days")

@@ -1,10 +1,8 @@
 -- name: find_collisions
--- description: event_ids of one staged file's valid rows that have another valid copy, in the file or stored
--- params: first, last
+-- description: event_ids of the staged batch's valid rows that have another valid copy, in the batch or stored
 CREATE OR REPLACE TEMP TABLE collided AS
 WITH valid AS (
-    SELECT event_id FROM stage.batch b
-    WHERE b._id BETWEEN $first AND $last AND NOT EXISTS (SELECT 1 FROM batch_failures f WHERE f._id = b._id)
+    SELECT event_id FROM stage.batch b WHERE NOT EXISTS (SELECT 1 FROM batch_failures f WHERE f._id = b._id)
 )
 SELECT event_id FROM valid GROUP BY event_id HAVING count(*) > 1
 UNION

@@ -10,7 +10,7 @@ WITH new_copies AS (
       AND NOT EXISTS (SELECT 1 FROM batch_failures f WHERE f._id = b._id)
 ),
 stored_copies AS (
-    SELECT * EXCLUDE (file_id) FROM events WHERE event_id IN (SELECT event_id FROM collided)
+    SELECT * EXCLUDE (file_id) FROM events WHERE event_id IN (SELECT event_id FROM new_copies)
 ),
 copies AS (
     SELECT n.*, md5(CAST(to_json(n) AS VARCHAR)) AS content_hash, false AS stored FROM new_copies n
