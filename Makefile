@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-slow lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,10 +14,16 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/pipeline nightly --landing sample_logs --db telemetry.duckdb --as-of 2026-12-01 --report-dir reports
+	@echo "The README's examples run as written once the venv is on PATH:"
+	@echo "  export PATH=\"$(CURDIR)/$(BIN):\$$PATH\""
 
 test: $(STAMP)
 	$(BIN)/ruff check pipeline tests bench
 	$(BIN)/python -m pytest
+
+# the 100-seed sweeps and benchmark-sized runs (pyproject's addopts deselect them from `make test`)
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
 
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py

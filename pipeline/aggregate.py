@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import db, sqlfiles
+from pipeline import clock, db, sqlfiles
 from pipeline.config import Config
 
 
@@ -60,7 +60,7 @@ def use_settings(con: duckdb.DuckDBPyConnection, config: Config) -> None:
 
 
 def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | None = None) -> RefreshResult:
-    now = now or db.utcnow()
+    now = clock.now(now)
     digest = settings_digest(config)
     start = time.perf_counter()
     with db.writer_lock(db_path, "aggregate"), db.writing(db_path) as con:

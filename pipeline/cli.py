@@ -19,7 +19,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,9 @@ def _format_option(p: argparse.ArgumentParser) -> None:
 
 
 def _as_of_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--as-of", help="end of the evaluation window, ISO date or time in UTC (default: now)")
+    p.add_argument("--as-of", metavar="TIME",
+                   help="pin the clock for a replay: the end of the evaluation window and the 'now' of the "
+                        "future-event rule, ISO date or time in UTC (default: the wall clock)")
 
 
 def _batch_option(p: argparse.ArgumentParser) -> None:
@@ -54,7 +56,8 @@ def _batch_option(p: argparse.ArgumentParser) -> None:
 
 
 def _config_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path, default=None, help="gate config (default: gates/admission.yaml)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="gate config (default: $PIPELINE_CONFIG, else the shipped gates/admission.yaml)")
 
 
 def _db(args: argparse.Namespace) -> Path:
@@ -100,7 +103,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     config = _config(args)  # a bad config fails before any work
     with writer_lock(_db(args), "ingest"):
-        result = ingest(_db(args), args.paths, progress=None if args.json else _ProgressBar(),
+        result = ingest(_db(args), args.paths, now=_as_of(args), progress=None if args.json else _ProgressBar(),
                         batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
         rollup = _refresh_rollup(args, config)
     if args.json:
@@ -120,7 +123,7 @@ def _config(args: argparse.Namespace):
 def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False):
     from pipeline.aggregate import refresh
 
-    return refresh(_db(args), config, full=full)
+    return refresh(_db(args), config, full=full, now=_as_of(args))
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
@@ -206,14 +209,15 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def _as_of(args: argparse.Namespace) -> datetime | None:
+    """The pinned clock of a replay (--as-of), or None: the wall clock (pipeline/clock.py)."""
+    from pipeline import clock
+
     if not getattr(args, "as_of", None):
         return None
     try:
-        value = datetime.fromisoformat(args.as_of.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(
-            f"--as-of {args.as_of!r} is not an ISO date or time (e.g. 2026-12-02 or 2026-12-02T02:00Z)") from None
-    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+        return clock.parse(args.as_of)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -345,6 +349,13 @@ def cmd_admit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from pipeline.output_schema import schema
+
+    _emit_json(schema(args.output))
+    return EXIT_OK
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from pipeline.simulate import SCENARIOS, write_parquet
 
@@ -360,10 +371,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("edge-telemetry-pipeline")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from pipeline.output_schema import OUTPUTS
+
     parser = _Parser(prog="pipeline",
                      description="Telemetry ingestion and rollback gate for on-device language models.",
                      epilog="exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 error, 3 insufficient data")
+    parser.add_argument("--version", action="version", version=f"pipeline {_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
     parser.add_argument("--log-format", choices=["text", "json"], default="text",
                         help="structured step logs on stderr (json for log collectors)")
@@ -375,12 +398,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     _batch_option(p)
     _config_option(p)
+    _as_of_option(p)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("aggregate", help="refresh the daily rollup (only days with new rows)")
     _db_option(p)
     _config_option(p)
     p.add_argument("--full", action="store_true", help="recompute every day")
+    _as_of_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_aggregate)
 
@@ -471,6 +496,10 @@ def build_parser() -> argparse.ArgumentParser:
     _config_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_admit)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of a --json output (each output has schema_version)")
+    p.add_argument("output", choices=OUTPUTS)
+    p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("simulate", help="write realistic telemetry Parquet for a scenario")
     p.add_argument("--out", type=Path, required=True, help="folder to write into")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +17,11 @@ from typing import Any
 
 import yaml
 
+from pipeline import package_data
 from pipeline.errors import ConfigError
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "gates" / "admission.yaml"
+DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
+CONFIG_ENV = "PIPELINE_CONFIG"  # a config path for every command, beside PIPELINE_DB
 MODES = ("enforce", "observe")
 
 
@@ -187,7 +190,7 @@ def _build(cls: Any, raw: Any, prefix: str, base: Any = None) -> Any:
 
 
 def load_config(path: Path | None = None) -> Config:
-    path = Path(path or DEFAULT_CONFIG)
+    path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
     try:
         text = path.read_text()
         raw = yaml.safe_load(text) or {}

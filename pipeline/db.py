@@ -18,12 +18,11 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 
-from pipeline import sqlfiles
+from pipeline import clock, sqlfiles
 from pipeline.errors import DatabaseBusy, DatabaseError
 from pipeline.schema import Schema, load_schema
 
@@ -48,9 +47,7 @@ def events_ddl(schema: Schema) -> str:
     )
 
 
-def utcnow() -> datetime:
-    """Naive UTC, the warehouse's time convention."""
-    return datetime.now(UTC).replace(tzinfo=None)
+utcnow = clock.wall  # the lock's holder line is a wall-clock fact; judging times come from clock.now()
 
 
 def _holder_from_duckdb(message: str) -> str:

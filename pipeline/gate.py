@@ -28,16 +28,17 @@ from typing import Any
 
 import duckdb
 
-from pipeline import sqlfiles, stats
+from pipeline import clock, sqlfiles, stats
 from pipeline.config import Config
 from pipeline.errors import UnknownRelease
+from pipeline.output_schema import SCHEMA_VERSION
+from pipeline.registry import GATE_NAMES
 
 COUNTS_SQL = "gate/segment_counts"
 QUANTILES_SQL = "gate/segment_quantiles"
 DEVICE_DAYS_SQL = "gate/device_days"
 _QUANTILE_FIGURES = ("peak", "resident", "total", "cold", "rise")
-GATE_ORDER = ["peak_memory", "resident_memory", "inference_duration", "cold_start", "quality_loss",
-              "failure_detectability", "fallback_rate", "weak_network_latency", "thermal", "daily_edge_seconds"]
+GATE_ORDER = list(GATE_NAMES)
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
 
@@ -126,6 +127,7 @@ class GateResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "release": self.release,
             "verdict": self.verdict,
             "evaluated_at": self.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -402,9 +404,7 @@ def releases(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                   as_of: datetime | None = None, now: datetime | None = None) -> GateResult:
-    from pipeline.db import utcnow
-
-    now = now or utcnow()
+    now = clock.now(now or as_of)
     as_of = as_of or now
     known = releases(con)
     if release not in known:

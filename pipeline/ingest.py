@@ -37,8 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline import db, sqlfiles, stopping
+from pipeline import clock, db, sqlfiles, stopping
 from pipeline.errors import UsageError
+from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.rule_results import INDEX, STAGE, Validation, ValidatorError
 from pipeline.schema import Column, Schema, load_schema
 
@@ -78,9 +79,11 @@ class IngestResult:
             return [{"path": f.path, "reason": f.reason} for f in self.files if f.status == status]
 
         return {
+            "schema_version": SCHEMA_VERSION,
             "files": len(self.files),
             "loaded_files": sum(f.status == "loaded" for f in self.files),
-            "rows_read": self._sum("rows_read"),
+            # a rejected file's rows_read is what its footer claims; none of its rows is stored
+            "rows_read": sum(f.rows_read for f in self.files if f.status == "loaded"),
             "accepted": self.accepted,
             "quarantined": self._sum("quarantined"),
             "duplicates": self._sum("duplicates"),
@@ -252,7 +255,7 @@ class Ingestor:
     def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
                  schema: Schema | None = None):
         self.db_path = db_path
-        self.now = now or db.utcnow()
+        self.now = clock.now(now)
         self.schema = schema or load_schema()
         self.batch_rows = batch_rows
         self._results: dict[int, FileResult] = {}
@@ -293,19 +296,20 @@ class Ingestor:
         sha = sha256_of(path)
         size = path.stat().st_size
         if sha in known:
-            status, where, when, reason = known[sha]
+            status, where, when, reason, rows = known[sha]
             shown = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
             if status == "rejected":  # the same bytes: the same verdict, without a new manifest row
-                return FileResult(str(path), "rejected", reason=f"{reason} (already rejected as {where} at {shown})")
+                return FileResult(str(path), "rejected", rows_read=rows,
+                                  reason=f"{reason} (already rejected as {where} at {shown})")
             return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {shown}")
         _start_loading_gx()
         try:
             table, extra, missing = read_contract_table(path, self.schema)
         except FileRejected as exc:
-            known[sha] = ("rejected", str(path), "this run", str(exc))
             result = FileResult(str(path), "rejected", rows_read=footer_rows(path), reason=str(exc))
+            known[sha] = ("rejected", str(path), "this run", str(exc), result.rows_read)
             return _StoreJob(index, result, size, sha)
-        known[sha] = ("loaded", str(path), "this run", None)
+        known[sha] = ("loaded", str(path), "this run", None, table.num_rows)
         return _Pending(index, path, sha, size, table, extra, missing)
 
     def _process(self, pending: list[_Pending], rejected: list[_StoreJob]) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline import db, logs, sqlfiles, stopping
+from pipeline import clock, db, logs, sqlfiles, stopping
 from pipeline.aggregate import refresh, use_settings
 from pipeline.alerts import deliver
 from pipeline.config import Config
@@ -19,6 +19,7 @@ from pipeline.errors import TransientError
 from pipeline.gate import GateResult, evaluate_gate
 from pipeline.history import record_evaluation
 from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
+from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.stopping import Interrupted
 
 
@@ -31,7 +32,8 @@ class RunResult:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "status": self.status, "steps": self.steps, "verdicts": self.verdicts,
+        return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id,
+                "status": self.status, "steps": self.steps, "verdicts": self.verdicts,
                 "error": self.error}
 
     def __str__(self) -> str:
@@ -54,8 +56,8 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS,
                 report_dir: Path | None = None) -> tuple[RunResult, list[GateResult]]:
-    now = db.utcnow()
-    as_of = as_of or now
+    pinned = as_of
+    as_of = now = clock.now(pinned)  # one moment for the run: ingest's future-event rule, the window, the stamps
     results: list[GateResult] = []
     with db.writer_lock(db_path, kind):
         with db.writing(db_path) as con:
@@ -113,7 +115,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             summary = {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in run.steps.items()}
             with db.writing(db_path) as con:
                 sqlfiles.run(con, "ingest/finish_run", {
-                    "run_id": run.run_id, "finished_at": db.utcnow(), "status": run.status,
+                    "run_id": run.run_id, "finished_at": clock.now(pinned), "status": run.status,
                     "summary": json.dumps({"steps": summary, "verdicts": run.verdicts}, default=str),
                     "error": run.error})
     return run, results

@@ -9,6 +9,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+from pipeline.registry import GATES
+
 FORMATS = ("table", "csv", "json")
 
 
@@ -54,10 +56,6 @@ def rows_as(fmt: str, columns: list[str], rows: list[tuple]) -> str:
     return "\n".join(lines)
 
 
-_SHORT = {"peak_memory": "peak", "resident_memory": "resid", "inference_duration": "p95 ms",
-          "cold_start": "cold ms", "quality_loss": "q.loss", "failure_detectability": "detect",
-          "fallback_rate": "fallbk", "weak_network_latency": "weak ms", "thermal": "rise C",
-          "daily_edge_seconds": "day cap"}
 _MARK = {"fail": "X", "insufficient_data": "?", "not_applicable": "-", "pass": ""}
 
 
@@ -81,8 +79,8 @@ def _gate_cell(check: Any) -> str:
 def gate_table(result: Any) -> str:
     """One row per segment, one column per gate: measured value, X failed, ? insufficient data,
     - not applicable, ~ borderline (interval straddles the threshold), (obs) observe-only gate."""
-    gates = list(_SHORT)
-    header = ["segment", "rows"] + [_SHORT[g] for g in gates] + ["decision"]
+    gates = [g.name for g in GATES]
+    header = ["segment", "rows"] + [g.column for g in GATES] + ["decision"]
     body = []
     for s in result.segments:
         cells = [s.key, str(s.rows)] + [_gate_cell(s.checks[g]) for g in gates]

@@ -35,6 +35,7 @@ import duckdb
 from pipeline import sqlfiles
 from pipeline.config import Config
 from pipeline.gate import GATE_ORDER, GateCheck, GateResult, Segment
+from pipeline.registry import BY_NAME
 
 TEMPERATURE_POINTS = 3000  # edge rows drawn in the temperature scatter
 OVER_10S_MS = 10_000  # the contract's over_10s line (sql/ddl/derived.sql)
@@ -47,10 +48,6 @@ VERDICT_TEXT = {"keep_edge": "keep the edge route everywhere",
                 "partial_rollback": "roll some segments back to the cloud",
                 "rollback_to_cloud": "roll the whole release back to the cloud",
                 "insufficient_data": "not enough data to decide"}
-SHORT = {"peak_memory": "peak mem", "resident_memory": "resident mem", "inference_duration": "p95 ms",
-         "cold_start": "cold start ms", "quality_loss": "quality loss", "failure_detectability": "detected",
-         "fallback_rate": "fallback", "weak_network_latency": "weak-net ms", "thermal": "rise °C",
-         "daily_edge_seconds": "day cap"}
 SIDE_COLOURS = {"domain": ["edge", "cloud"], "range": ["#d1495b", "#2e86ab"]}
 STATUS_COLOURS = {"domain": ["pass", "fail", "insufficient_data"], "range": ["#2e7d32", "#c62828", "#9e9e9e"]}
 DECISION_COLOURS = {"domain": ["keep_edge", "rollback_to_cloud", "insufficient_data"],
@@ -347,7 +344,7 @@ def _cell(c: GateCheck | None) -> str:
 
 def _gate_table(result: GateResult) -> str:
     gates = [g for g in GATE_ORDER if any(g in s.checks for s in result.segments)]
-    head = "".join(f"<th title=\"{_e(g)}\">{_e(SHORT.get(g, g))}</th>" for g in gates)
+    head = "".join(f"<th title=\"{_e(g)}\">{_e(BY_NAME[g].column)}</th>" for g in gates)
     body = []
     for s in result.segments:
         decision = s.decision + (f" (needs {s.needs_rows} more rows)" if s.needs_rows else "")

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import Config
+from pipeline.output_schema import SCHEMA_VERSION
 
-ROUTING_TABLE_VERSION = 1
+ROUTING_TABLE_VERSION = SCHEMA_VERSION  # `version`, the field the app reads, predates schema_version
 
 
 def route_for(segment: Any, config: Config) -> tuple[str, str]:
@@ -36,7 +37,8 @@ def routing_table(result: Any, config: Config) -> dict[str, Any]:
             route, why = "cloud", "release-wide rollback"
         routes.append({"task": s.task, "device_tier": s.device_tier, "network_bucket": s.network_bucket,
                        "route": route, "reason": why})
-    return {"version": ROUTING_TABLE_VERSION, "release": result.release, "verdict": result.verdict,
+    return {"schema_version": SCHEMA_VERSION, "version": ROUTING_TABLE_VERSION, "release": result.release,
+            "verdict": result.verdict,
             "derived_at": result.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "config_digest": result.config_digest,
             "default_route": "cloud", "routes": routes}
 

@@ -15,7 +15,9 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "telemetry_event.yaml"
+from pipeline import package_data
+
+SCHEMA_PATH = package_data.folder("schemas") / "telemetry_event.yaml"
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),

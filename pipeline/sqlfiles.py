@@ -17,7 +17,9 @@ from typing import Any
 
 import duckdb
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+from pipeline import package_data
+
+SQL_DIR = package_data.folder("sql")
 
 
 @dataclass(frozen=True)

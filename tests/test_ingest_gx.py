@@ -156,8 +156,9 @@ def test_a_flipped_byte_in_a_checksummed_page_rejects_the_file(tmp_path, db_path
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:3] == [
         "1 files: 0 loaded, 1 rejected, 0 already ingested",
-        "200 rows read: 0 accepted, 0 quarantined, 0 duplicates",
-        f"  rejected {path}: not a readable Parquet file: CRC checksum verification failed for page",
+        "0 rows read: 0 accepted, 0 quarantined, 0 duplicates",
+        f"  rejected {path}: not a readable Parquet file: could not verify page integrity, "
+        "CRC checksum verification failed for page_ordinal 0",
     ]
     assert query(db_path, "SELECT count(*) FROM events") == [(0,)]
     assert query(db_path, "SELECT status, rows_read FROM files") == [("rejected", 200)]
@@ -181,11 +182,12 @@ def test_a_raising_expectation_is_named_with_its_own_message_and_gx_logs_stay_of
     assert proc.stderr == ""
     assert proc.stdout.splitlines()[:3] == [
         "1 files: 0 loaded, 1 rejected, 0 already ingested",
-        "50 rows read: 0 accepted, 0 quarantined, 0 duplicates",
+        "0 rows read: 0 accepted, 0 quarantined, 0 duplicates",
         f"  rejected {path}: validator error: rule mem_class_gb_in_set: Great Expectations could not evaluate it: "
         "(_duckdb.ConversionException) Conversion Error: Could not convert string 'eight' to INT32",
     ]
     assert query(db_path, "SELECT count(*) FROM events") == [(0,)]
+    assert query(db_path, "SELECT status, rows_read FROM files") == [("rejected", 50)]
 
 
 # --- 13.11: which copy of an event_id wins does not depend on arrival order -------------------------
@@ -207,6 +209,8 @@ def _stored(db_path: Path) -> tuple[list, list, list]:
                             "FROM events e ORDER BY event_id")
     files = query(db_path, "SELECT path, rows_read, accepted, quarantined, duplicates FROM files ORDER BY path")
     rollup = query(db_path, "SELECT * EXCLUDE (updated_at) FROM rollup_daily ORDER BY ALL")
+    # the same rows summed in another physical order differ in the last bits of a stddev
+    rollup = [tuple(round(v, 6) if isinstance(v, float) else v for v in row) for row in rollup]
     return events, files, rollup
 
 

@@ -1,0 +1,1 @@
+"""Package data: see pipeline/package_data.py."""

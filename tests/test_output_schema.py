@@ -1,0 +1,71 @@
+"""Every --json output carries schema_version and validates against its JSON Schema
+in schemas/output/, on real outputs of the demo data."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+import referencing
+from conftest import DEMO_AS_OF, ROOT
+
+from pipeline.output_schema import OUTPUTS, SCHEMA_VERSION, schema
+
+
+def _validator(name: str) -> jsonschema.Draft202012Validator:
+    registry = referencing.Registry().with_resources(
+        [(schema(n)["$id"], referencing.Resource.from_contents(schema(n))) for n in OUTPUTS])
+    jsonschema.Draft202012Validator.check_schema(schema(name))
+    return jsonschema.Draft202012Validator(schema(name), registry=registry)
+
+
+def _pipeline(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def test_gate_json_and_routing_table_validate(demo_dir):
+    done = _pipeline(demo_dir, "gate", "--release", "4.12", "--as-of", DEMO_AS_OF, "--json", "--no-alerts",
+                     "--routing-out", "routing-4.12.json")
+    assert done.returncode == 1, done.stderr
+    gate = json.loads(done.stdout)
+    assert gate["schema_version"] == SCHEMA_VERSION
+    _validator("gate").validate(gate)
+    routing = json.loads((demo_dir / "routing-4.12.json").read_text())
+    assert routing["schema_version"] == SCHEMA_VERSION
+    _validator("routing").validate(routing)
+
+
+def test_nightly_and_ingest_json_validate(tmp_path):
+    db = str(tmp_path / "t.duckdb")
+    ingest = _pipeline(ROOT, "ingest", "--db", db, "--as-of", DEMO_AS_OF, "--json", "sample_logs")
+    assert ingest.returncode == 0, ingest.stderr
+    ingested = json.loads(ingest.stdout)
+    _validator("ingest").validate(ingested)
+    assert (ingested["accepted"], ingested["quarantined"], ingested["duplicates"]) == (35983, 17, 0)
+    nightly = _pipeline(ROOT, "nightly", "--landing", "sample_logs", "--db", db, "--as-of", DEMO_AS_OF, "--json")
+    assert nightly.returncode == 0, nightly.stderr
+    run = json.loads(nightly.stdout)
+    _validator("nightly").validate(run)
+    assert run["verdicts"] == {"4.11": "keep_edge", "4.12": "rollback_to_cloud"}
+    assert [g["schema_version"] for g in run["gates"]] == [SCHEMA_VERSION, SCHEMA_VERSION]
+
+
+def test_the_schemas_reject_what_a_consumer_could_not_read():
+    validator = _validator("gate")
+    bad = {"schema_version": SCHEMA_VERSION, "release": "4.12", "verdict": "roll_back", "evaluated_at": "now",
+           "as_of": "2026-12-01T00:00:00Z", "window": {}, "config": {"path": "x", "digest": "y"}, "segments": []}
+    messages = sorted(e.message for e in validator.iter_errors(bad))
+    assert any("'roll_back' is not one of" in m for m in messages)
+    assert any("'now' does not match" in m for m in messages)
+    assert any("'start' is a required property" in m for m in messages)
+
+
+@pytest.mark.parametrize("name", OUTPUTS)
+def test_pipeline_schema_prints_each_shipped_schema(name):
+    done = _pipeline(ROOT, "schema", name)
+    assert done.returncode == 0
+    assert json.loads(done.stdout) == schema(name)
