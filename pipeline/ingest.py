@@ -224,13 +224,26 @@ class _StoreJob:
 # (a few dozen SQL queries), so bigger batches are faster; peak memory grows with the batch
 # (README, Ingestion). A file larger than this is one batch of its own.
 DEFAULT_BATCH_ROWS = 1_000_000
+DUCKDB_MEMORY_LIMIT = "700MB"  # the ingest connection's working memory (staging, storing, cache)
 _validators: dict[Schema, Any] = {}
+
+
+_gx_loader: threading.Thread | None = None
+
+
+def _import_quietly(name: str) -> None:
+    try:
+        importlib.import_module(name)
+    except Exception:  # the main thread's own import raises it again, with the boundary's message
+        pass
 
 
 def _start_loading_gx() -> None:
     """Import Great Expectations (seconds) in a thread while the first files are read and hashed."""
-    if "pipeline.validate" not in sys.modules:
-        threading.Thread(target=importlib.import_module, args=("pipeline.validate",), daemon=True).start()
+    global _gx_loader
+    if _gx_loader is None and "pipeline.validate" not in sys.modules:
+        _gx_loader = threading.Thread(target=_import_quietly, args=("pipeline.validate",), daemon=True)
+        _gx_loader.start()
 
 
 def validator_for(schema: Schema) -> Any:
@@ -315,6 +328,9 @@ class Ingestor:
     def _process(self, pending: list[_Pending], rejected: list[_StoreJob]) -> None:
         """One batch: stage, validate, then store each file in its own transaction."""
         with db.writing(self.db_path) as con:
+            # DuckDB would otherwise keep up to 80 % of RAM of stored blocks cached: bound it, so the
+            # run's peak memory follows the batch, not the warehouse (staged rows spill to <db>.tmp)
+            con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
             jobs = list(rejected)
             if pending:
                 con.execute(f"ATTACH ':memory:' AS {STAGE}")
@@ -334,6 +350,7 @@ class Ingestor:
         del incoming
         for p in pending:
             p.table = p.table.slice(0, 0)  # the staged copy is the one used from here on: free the Arrow one
+        pa.default_memory_pool().release_unused()  # hand the batch's Arrow memory back to the system
         validator = validator_for(self.schema)
         validator.bind(con)
         try:
