@@ -62,6 +62,9 @@ def build_alert(result: Any) -> dict[str, Any]:
         failing.append({"segment": s.key, "rows": s.rows, "gates": gates})
         shown = ", ".join(f"{x['gate']} {fmt_value(x['measured'])} vs {fmt_value(x['threshold'])}" for x in gates)
         lines.append(f"- {s.key} ({s.rows} rows): {shown}")
+    if critical:  # what the rollback costs and how far the launch estimates were off: the ledger and the report
+        lines.append(f"ledger: pipeline ledger --release {result.release} (also in pipeline report --release "
+                     f"{result.release})")
     alert_id = hashlib.sha256(f"{result.release}|{result.evaluated_at.isoformat()}|{_signature(result)}"
                               .encode()).hexdigest()[:24]
     return {"alert_id": alert_id, "severity": "critical" if critical else "info", "release": result.release,

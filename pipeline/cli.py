@@ -264,8 +264,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     with _warehouse(args, config) as con:
         result = _evaluate(args, config, con)
         path = write_report(con, args.release, config, args.out or Path(report_filename(args.release)),
-                            result=result)
+                            result=result, candidates=args.candidate)
     print(f"wrote {path} (release {result.release}: {result.verdict})")
+    return EXIT_OK
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    from pipeline.ledger import compute_ledger
+
+    config = _config(args)
+    for path in args.candidate:
+        if not path.is_file():
+            raise UsageError(f"--candidate {path}: no such file")
+    with _warehouse(args, config) as con:
+        ledger = compute_ledger(con, args.release, config, as_of=_as_of(args), candidates=args.candidate)
+    _show(args, ledger)
     return EXIT_OK
 
 
@@ -449,10 +462,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write a self-contained HTML page of a release's gate evaluation, with charts")
     p.add_argument("--release", required=True)
     p.add_argument("--out", type=Path, help="HTML file to write (default: ./report-<release>.html)")
+    p.add_argument("--candidate", type=Path, action="append", default=[], metavar="FILE",
+                   help="admit candidate file(s) for the estimate-beside-field table (default: gates/candidates/)")
     _db_option(p)
     _config_option(p)
     _as_of_option(p)
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("ledger", help="what the edge route served, saved and cost, and the estimates beside the field",
+                       description="Counts from telemetry over the gate's window; unit costs from the config's "
+                                   "`costs` section (each term only when its inputs exist).")
+    p.add_argument("--release", required=True)
+    _db_option(p)
+    _config_option(p)
+    _as_of_option(p)
+    p.add_argument("--candidate", type=Path, action="append", default=[], metavar="FILE",
+                   help="admit candidate file(s) to set beside the field (default: gates/candidates/<task>.yaml)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_ledger)
 
     p = sub.add_parser("history", help="the stored gate verdicts of a release over time")
     p.add_argument("--release", required=True)

@@ -124,6 +124,45 @@ class Routing:
 
 
 @dataclass(frozen=True)
+class CloudCost:
+    per_request: float | None = _f(None, 0, 1e6, help="cloud cost of one request")
+    per_1k_tokens: float | None = _f(None, 0, 1e6, help="cloud cost per 1,000 prompt + output tokens")
+    check_per_request: float | None = _f(None, 0, 1e6, help="cost of one cloud check of an edge draft")
+
+
+@dataclass(frozen=True)
+class UpdateCost:
+    package_mb: float | None = _f(None, 0, 1e7, help="size of the model update package, MB")
+    installs: float | None = _f(None, 0, 1e12, help="devices that download the release")
+    per_gb: float | None = _f(None, 0, 1e6, help="delivery cost per GB (1 GB = 1000 MB)")
+
+
+@dataclass(frozen=True)
+class EngineeringCost:
+    hours_per_release: float | None = _f(None, 0, 1e7, help="engineering hours spent on the release's edge model")
+    hourly_rate: float | None = _f(None, 0, 1e6, help="cost of one engineering hour")
+
+
+@dataclass(frozen=True)
+class TierPower:
+    low: float | None = _f(None, 0, 1000, help="device power while inferring, W")
+    mid: float | None = _f(None, 0, 1000)
+    high: float | None = _f(None, 0, 1000)
+    flagship: float | None = _f(None, 0, 1000)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Unit costs of `pipeline ledger`; every one optional: a term whose inputs are missing is not computed."""
+    currency: str = _f("", help="label printed after amounts, e.g. USD")
+    cloud: dict[str, CloudCost] = _f(None, help="per task (or `default`): cloud request costs")
+    update: UpdateCost = UpdateCost()
+    engineering: EngineeringCost = EngineeringCost()
+    power_w: TierPower = TierPower()
+    estimate_flag_factor: float = _f(1.25, 1, 1000, help="flag a field figure worse than the estimate by this factor")
+
+
+@dataclass(frozen=True)
 class Config:
     version: int = _f(1, 1, 1)
     min_rows_per_segment: int = _f(200, 1, 10_000_000)
@@ -136,6 +175,7 @@ class Config:
     statistics: Statistics = Statistics()
     routing: Routing = Routing()
     alerts: Alerts = Alerts()
+    costs: Costs = Costs()
     source: str = ""
     digest: str = ""
 
@@ -148,6 +188,10 @@ def _type_name(tp: Any) -> str:
 
 
 def _check_scalar(value: Any, tp: Any, key: str, meta: dict) -> Any:
+    if type(None) in typing.get_args(tp):  # `float | None`: null or absent = not declared
+        if value is None:
+            return None
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
     if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
         value = float(value)
     elif tp is int and isinstance(value, int) and not isinstance(value, bool):
@@ -180,6 +224,11 @@ def _build(cls: Any, raw: Any, prefix: str, base: Any = None) -> Any:
         current = getattr(base, key)
         if dataclasses.is_dataclass(tp):
             values[key] = _build(tp, value, dotted, current)
+        elif typing.get_origin(tp) is dict:  # name -> settings, e.g. costs.cloud.<task>
+            if not isinstance(value, dict):
+                raise ValueError(f"{dotted} must be a mapping of names to settings, got {value!r}")
+            item = typing.get_args(tp)[1]
+            values[key] = {str(k): _build(item, v, f"{dotted}.{k}") for k, v in value.items()}
         elif typing.get_origin(tp) is tuple:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ValueError(f"{dotted} must be a list of strings, got {value!r}")

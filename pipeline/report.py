@@ -60,7 +60,8 @@ def report_filename(release: str) -> str:
 
 
 def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, out: Path,
-                 as_of: datetime | None = None, result: GateResult | None = None) -> Path:
+                 as_of: datetime | None = None, result: GateResult | None = None,
+                 candidates: list[Path] | None = None) -> Path:
     """Write the report of `release` to `out` (an .html file) and return its path.
 
     `result` is the gate's evaluation to show; without it the gate is evaluated here (as of `as_of`).
@@ -74,6 +75,7 @@ def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, o
     elif result.release != release:
         raise ValueError(f"result is for release {result.release!r}, not {release!r}")
     data = _chart_data(con, result)
+    data["ledger"] = _ledger_data(con, result, config, candidates)
     page = _page(result, config, data)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -441,11 +443,71 @@ def _page(result: GateResult, config: Config, data: dict[str, Any]) -> str:
         "<span class=\"key not_applicable\">– not applicable</span> <span class=\"key borderline\">~ borderline "
         "(the 95 % interval straddles the threshold)</span> <span class=\"key observe\">observe-only gate "
         "(never blocks)</span>. Hover a cell for the interval, baseline and p-value.</p>"
-        f"{_gate_table(result)}{charts}"
+        f"{_gate_table(result)}{_ledger_section(data.get('ledger'))}{charts}"
         "<footer><p id=\"report-status\" data-charts=\"" + str(len(CHARTS)) + "\">charts: drawing…</p>"
         "<p>Written by <code>pipeline report</code> from the gate's own evaluation; chart data from sql/report/. "
         "Works offline: every script and style is in this file.</p></footer>")
     return _document(f"Release {result.release}: {result.verdict}", body, script=_script(specs))
+
+
+# ------------------------------------------------------------------ ledger and estimates
+
+
+def _ledger_data(con: duckdb.DuckDBPyConnection, result: GateResult, config: Config,
+                 candidates: list[Path] | None) -> Any:
+    """The ledger over the gate's own window, with the estimate-beside-measurement tables."""
+    from pipeline.ledger import compute_ledger
+
+    return compute_ledger(con, result.release, config, as_of=result.as_of, candidates=candidates)
+
+
+def _ledger_section(ledger: Any) -> str:
+    """The account (pipeline/ledger.py) and, per task with a candidate file, the estimate beside the field."""
+    if ledger is None:
+        return ""
+    from pipeline.estimates import fmt as fmt_estimate
+    from pipeline.ledger import RELEASE_LINES, _label, _value_text
+
+    rows = []
+    for name in RELEASE_LINES:
+        f = ledger.totals[name]
+        missing = f" (missing: {', '.join(f.missing)})" if f.missing else ""
+        rows.append(f"<tr><th scope=\"row\">{_e(_label(name))}</th>"
+                    f"<td class=\"num\">{_e(_value_text(f, ledger.currency))}</td>"
+                    f"<td class=\"basis\">{_e(f.basis + missing)}</td></tr>")
+    missing = ledger.missing_costs
+    costs = (f"<p class=\"caption\" id=\"ledger-missing\">Costs missing, so these terms are not computed: "
+             f"{_e(', '.join(missing))}.</p>" if missing else "")
+    html_out = ("<section id=\"ledger\"><h2>Ledger: what the edge served, saved and cost</h2>"
+                f"<p class=\"caption\">The same window as the gate; amounts in {_e(ledger.currency or '(no currency)')}"
+                f" from {_e(ledger.config_source)}. Per segment: <code>pipeline ledger --release "
+                f"{_e(ledger.release)}</code>.</p>{costs}"
+                "<table class=\"ledger\"><thead><tr><th>figure</th><th>value</th><th>computed from</th></tr>"
+                "</thead><tbody>" + "".join(rows) + "</tbody></table>")
+    for table in ledger.estimates:
+        html_out += (f"<h3>Estimate beside measurement: {_e(table.task)}</h3><p class=\"caption\">"
+                     f"Pre-launch estimate from {_e(table.candidate)} (pipeline admit), field on tiers "
+                     f"{_e(', '.join(table.tiers))}; flagged where the field is worse than the estimate by more "
+                     f"than x{table.factor:g}.</p>")
+        if not table.rows:
+            html_out += f"<p>{_e(table.note)}</p>"
+            continue
+        body = []
+        for r in table.rows:
+            ratio = "–" if r.ratio is None else f"{r.ratio:.2f}"
+            cls = " class=\"fail\"" if r.flagged else ""
+            body.append(f"<tr{cls}><th scope=\"row\">{_e(r.dimension)}</th>"
+                        f"<td title=\"{_e(r.estimate_basis)}\">{_e(fmt_estimate(r.estimate, r.unit))}</td>"
+                        f"<td title=\"{_e(r.measured_basis)}\">{_e(fmt_estimate(r.measured, r.unit))}</td>"
+                        f"<td>{_e(ratio)}</td><td class=\"flag\">{'FLAG' if r.flagged else ''}</td>"
+                        f"<td class=\"basis\">{_e(r.flag_reason or r.estimate_basis)}</td></tr>")
+        html_out += (f"<table class=\"estimates\" data-task=\"{_e(table.task)}\"><thead><tr><th>dimension</th>"
+                     "<th>estimate</th><th>field</th><th>ratio</th><th>flag</th><th>why</th></tr></thead><tbody>"
+                     + "".join(body) + "</tbody></table>")
+    if not ledger.estimates:
+        html_out += ("<p class=\"caption\">Estimate beside measurement: no candidate file for the release's tasks "
+                     "(gates/candidates/&lt;task&gt;.yaml).</p>")
+    return html_out + "</section>"
 
 
 def _json_for_script(obj: Any) -> str:
@@ -530,6 +592,8 @@ td.baseline{text-align:left;color:#57606a;white-space:nowrap}
 .badge{color:#fff;padding:2px 8px;border-radius:4px;font-weight:600}
 table.index td,table.index th{text-align:left;font-size:14px;padding:6px 10px}
 footer{margin-top:32px;color:#57606a;font-size:12px}
+td.basis{text-align:left;color:#57606a;white-space:normal}table.estimates tr.fail td{background:#ffd7d5}
+td.flag{color:#c62828;font-weight:600}
 """
 
 

@@ -69,3 +69,13 @@ def test_pipeline_schema_prints_each_shipped_schema(name):
     done = _pipeline(ROOT, "schema", name)
     assert done.returncode == 0
     assert json.loads(done.stdout) == schema(name)
+
+
+def test_ledger_json_validates_with_and_without_costs(demo_dir):
+    for extra in ((), ("--config", str(ROOT / "gates" / "costs.example.yaml"))):
+        done = _pipeline(demo_dir, "ledger", "--release", "4.12", "--as-of", DEMO_AS_OF, "--json", *extra)
+        assert done.returncode == 0, done.stderr
+        ledger = json.loads(done.stdout)
+        assert ledger["schema_version"] == SCHEMA_VERSION
+        _validator("ledger").validate(ledger)
+        assert (ledger["missing_costs"] == []) == bool(extra)
