@@ -5,10 +5,12 @@
 Writes the files once (bench/out/land-<rows>-<files>/), then in the same run:
   by hand:  one DuckDB process, per file INSERT ... SELECT FROM read_parquet(f)
             WHERE <the contract's row rules written out as SQL>
-  pipeline: `pipeline ingest` (cast, Great Expectations on every row, quarantine,
-            dedupe, manifest, one transaction per file)
+  pipeline: `pipeline ingest` (hash, cast, Great Expectations on every row through its
+            SQL data source on DuckDB, quarantine, dedupe, manifest, one transaction per
+            file, rollup refresh)
 Each runs as its own process so its peak RSS is its own. Prints rows/s, peak RSS
-and the ratio pipeline / by hand (target: <= 3, peak RSS <= 3 GB).
+and the ratio pipeline / by hand (target at 5M rows: <= 1.5, peak RSS <= 1.5 GB;
+at 1M rows, where fixed costs such as importing GX weigh more: <= 2.5).
 """
 
 from __future__ import annotations
@@ -74,8 +76,9 @@ def main() -> None:
           f"{summary['accepted']}, quarantined {summary['quarantined']}, duplicates {summary['duplicates']}")
     print(f"by hand : {hand_s:7.1f} s  {rows / hand_s:>10,.0f} rows/s  peak RSS {hand_rss:,.0f} MB")
     print(f"pipeline: {pipe_s:7.1f} s  {rows / pipe_s:>10,.0f} rows/s  peak RSS {pipe_rss:,.0f} MB")
-    print(f"ratio pipeline / by hand: {pipe_s / hand_s:.2f} (target <= 3); peak RSS {pipe_rss / 1024:.2f} GB "
-          "(target <= 3 GB)")
+    target = 1.5 if rows >= 5_000_000 else 2.5
+    print(f"ratio pipeline / by hand: {pipe_s / hand_s:.2f} (target <= {target}); peak RSS {pipe_rss / 1024:.2f} GB "
+          "(target <= 1.5 GB)")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | N
             if days:
                 sqlfiles.run(con, "rollups/delete_days")
                 groups = sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
+            con.execute("DELETE FROM rollup_stale_days")
             last = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
             con.execute("DELETE FROM rollup_state")
             sqlfiles.run(con, "rollups/set_state", {"last_file_id": last, "settings_digest": digest,

@@ -113,7 +113,7 @@ def _as_of_option(p: argparse.ArgumentParser) -> None:
 
 def _batch_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--validate-batch-rows", type=int, default=None, metavar="N",
-                   help="rows of whole files validated per Great Expectations run (default 500,000; memory vs speed)")
+                   help="rows of whole files validated per Great Expectations run (default 1,000,000; memory vs speed)")
 
 
 def _timeout_option(p: argparse.ArgumentParser) -> None:
@@ -850,9 +850,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pipeline {args.command}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
               "(rerun with --debug for the traceback)", file=sys.stderr)
         return EXIT_ERROR
-    finally:
-        if "pipeline.ingest" in sys.modules:  # stop the Great Expectations worker, if one was started
-            sys.modules["pipeline.ingest"].shutdown_validation_pool()
 
 
 def run() -> None:

@@ -4,27 +4,31 @@ Per file, in order:
 1. content hash: a file whose sha256 is already loaded (any name) is skipped;
 2. read the whole file (a readable footer proves nothing) and cast each contract
    column; a missing required column or an uncastable one rejects the file;
-3. Great Expectations checks every row rule (validate.py);
+3. Great Expectations checks every row rule (validate.py), on the rows staged in
+   DuckDB;
 4. one transaction: manifest row, quarantined rows with the rules they broke,
    new valid rows, GX's per-rule results. A kill leaves the file wholly in or out.
 
+A file rejected for its bytes is remembered by its sha256 too: a rerun lists it
+again without reading it or adding a manifest row.
+
 A row that breaks a rule is quarantined even when its event_id is already
-stored: validity is decided first, then only valid rows are deduplicated, so
-the outcome does not depend on the order files arrive in.
+stored: validity is decided first, then only valid rows are deduplicated. Of
+the valid copies of an event_id the one with the earliest event_time wins, then
+the smallest content hash (sql/ingest/rank_copies.sql), so the stored rows do
+not depend on the order files arrive in. A later copy that wins replaces the
+stored one; the file that held it counts that row as a duplicate from then on.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
+import importlib
+import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +40,7 @@ import pyarrow.parquet as pq
 from pipeline import clock, db, sqlfiles, stopping
 from pipeline.landing import discover, shown
 from pipeline.output_schema import SCHEMA_VERSION
-from pipeline.rule_results import Validation, ValidatorError
+from pipeline.rule_results import INDEX, STAGE, Validation, ValidatorError
 from pipeline.schema import Column, Schema, load_schema
 
 Progress = Callable[[int, int, Path], None]
@@ -78,7 +82,8 @@ class IngestResult:
             "schema_version": SCHEMA_VERSION,
             "files": len(self.files),
             "loaded_files": sum(f.status == "loaded" for f in self.files),
-            "rows_read": self._sum("rows_read"),
+            # a rejected file's rows_read is what its footer claims; none of its rows is stored
+            "rows_read": sum(f.rows_read for f in self.files if f.status == "loaded"),
             "accepted": self.accepted,
             "quarantined": self._sum("quarantined"),
             "duplicates": self._sum("duplicates"),
@@ -154,11 +159,19 @@ def _not_parquet(path: Path) -> str | None:
     return f"not a Parquet file (no Parquet header); convert it first, e.g. {convert_hint(path)}"
 
 
+def footer_rows(path: Path) -> int:
+    """The row count the footer claims (0 when it is unreadable): the manifest's rows_read of a rejected file."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # pyarrow raises ArrowInvalid, OSError and friends
+        return 0
+
+
 def read_contract_table(path: Path, schema: Schema) -> tuple[pa.Table, list[str], list[str]]:
     """The file as a table of exactly the contract's columns and types, plus the
     extra columns ignored and the optional columns absent. Raises FileRejected."""
-    try:
-        raw = pq.read_table(path)
+    try:  # a page written with a CRC is checked against it: a flipped bit must not load a wrong value
+        raw = pq.read_table(path, page_checksum_verification=True)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise FileRejected(_not_parquet(path) or f"not a readable Parquet file: {message}") from None
@@ -197,93 +210,76 @@ class _Pending:
 
 @dataclass
 class _StoreJob:
-    """What one transaction writes: a manifest row, and for a loaded file its rows."""
+    """What one transaction writes: a manifest row, and for a loaded file its staged rows."""
 
     index: int
     result: FileResult
     size: int
     sha: str
-    batch: pa.Table | None = None
-    validation: Any = None
+    first: int = 0  # the file's rows are stage.batch _id first..first+rows_read-1
+    validation: Validation | None = None
 
 
-DEFAULT_BATCH_ROWS = 500_000  # rows of whole files per Great Expectations run
-_worker_validator: Any = None
-_pool: ProcessPoolExecutor | None = None
+# Rows of whole files staged and validated together. Great Expectations has a fixed cost per run
+# (a few dozen SQL queries), so bigger batches are faster; peak memory grows with the batch
+# (README, Ingestion). A file larger than this is one batch of its own.
+DEFAULT_BATCH_ROWS = 1_000_000
+DUCKDB_MEMORY_LIMIT = "700MB"  # the ingest connection's working memory (staging, storing, cache)
+_validators: dict[Schema, Any] = {}
 
 
-def _exit_with_parent(parent: int) -> None:
-    """A worker whose ingest process was killed (kill -9) would wait forever: leave with it."""
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(1)
+_gx_loader: threading.Thread | None = None
 
 
-def _worker_start() -> None:
-    global _worker_validator
-    for signum in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C and systemd signal the whole group: the main
-        signal.signal(signum, signal.SIG_IGN)  # process decides when to stop (stopping.py); this one leaves with it
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-    from pipeline.validate import Validator  # only the worker process pays for Great Expectations
-
-    _worker_validator = Validator(load_schema())
-
-
-def _worker_validate(table: pa.Table, now: datetime) -> Validation | str:
-    """GX's findings for `table`, or the reason it could not evaluate a rule."""
+def _import_quietly(name: str) -> None:
     try:
-        return _worker_validator.validate(table, now)
-    except ValidatorError as exc:
-        return f"validator error: {exc}"
+        importlib.import_module(name)
+    except Exception:  # the main thread's own import raises it again, with the boundary's message
+        pass
 
 
-def validation_pool() -> ProcessPoolExecutor:
-    """The GX worker, started on first use and kept for the life of this process,
-    so a scheduler or a test run pays for loading GX once. spawn, not fork: this
-    process has DuckDB threads."""
-    global _pool
-    if _pool is None:
-        _pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_worker_start)
-        _pool.submit(int)  # start it now: loading GX takes seconds
-    return _pool
+def _start_loading_gx() -> None:
+    """Import Great Expectations (seconds) in a thread while the first files are read and hashed."""
+    global _gx_loader
+    if _gx_loader is None and "pipeline.validate" not in sys.modules:
+        _gx_loader = threading.Thread(target=_import_quietly, args=("pipeline.validate",), daemon=True)
+        _gx_loader.start()
 
 
-def shutdown_validation_pool() -> None:
-    global _pool
-    if _pool is not None:
-        _pool.shutdown(wait=True, cancel_futures=True)
-        _pool = None
+def validator_for(schema: Schema) -> Any:
+    """One Validator per schema for the life of this process (a scheduler pays for GX once)."""
+    if schema not in _validators:
+        from pipeline.validate import Validator
+
+        _validators[schema] = Validator(schema)
+    return _validators[schema]
 
 
 class Ingestor:
     """One ingest run.
 
-    Great Expectations runs in a worker process, on batches of whole files (up to
-    `batch_rows` rows): a GX run has a fixed cost of about half a second, so one
-    run per small file would dominate, and GX holds the GIL, so only another
-    process overlaps it with DuckDB's storing of the previous batch. Each file is
-    stored in its own transaction, by this process alone.
+    Files are read and cast with Arrow (page checksums verified) in batches of whole
+    files of up to `batch_rows` rows. Per batch the warehouse is opened, the batch is
+    staged in an in-memory database attached to it (`stage.batch`), Great Expectations
+    validates the staged rows through its SQL data source on that same connection, and
+    each file is stored from the staging table in its own transaction.
     """
 
-    def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = DEFAULT_BATCH_ROWS):
+    def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
+                 schema: Schema | None = None):
         self.db_path = db_path
         self.now = clock.now(now)
-        self.schema = load_schema()
+        self.schema = schema or load_schema()
         self.batch_rows = batch_rows
         self._results: dict[int, FileResult] = {}
+        self._by_file_id: dict[int, FileResult] = {}
+        self._collisions = False
 
     def run(self, files: list[Path], progress: Progress | None = None) -> list[FileResult]:
         with db.writing(self.db_path) as con:
-            known = {sha: (path, at) for sha, path, at in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
-        previous: tuple[Future | None, list[_Pending], list[_StoreJob]] | None = None
+            known = {row[0]: row[1:] for row in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
         for pending, rejected in self._batches(files, known, progress):
-            table = pa.concat_tables([p.table for p in pending]) if pending else None
-            current = (self._submit(table) if table else None, pending, rejected)
-            if previous:
-                self._store_all(self._jobs(*previous))  # while GX validates `current`
-            previous = current
-        if previous:
-            self._store_all(self._jobs(*previous))
+            self._process(pending, rejected)
         if progress:
             progress(len(files), len(files), Path(""))
         return [self._results[i] for i in sorted(self._results)]
@@ -313,81 +309,121 @@ class Ingestor:
         sha = sha256_of(path)
         size = path.stat().st_size
         if sha in known:
-            where, when = known[sha]
+            status, where, when, reason, rows = known[sha]
             shown = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
+            if status == "rejected":  # the same bytes: the same verdict, without a new manifest row
+                return FileResult(str(path), "rejected", rows_read=rows,
+                                  reason=f"{reason} (already rejected as {where} at {shown})")
             return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {shown}")
-        validation_pool()  # GX loads in the worker while this process reads files
+        _start_loading_gx()
         try:
             table, extra, missing = read_contract_table(path, self.schema)
         except FileRejected as exc:
-            return _StoreJob(index, FileResult(str(path), "rejected", reason=str(exc)), size, sha)
-        known[sha] = (str(path), "this run")
+            result = FileResult(str(path), "rejected", rows_read=footer_rows(path), reason=str(exc))
+            known[sha] = ("rejected", str(path), "this run", str(exc), result.rows_read)
+            return _StoreJob(index, result, size, sha)
+        known[sha] = ("loaded", str(path), "this run", None, table.num_rows)
         return _Pending(index, path, sha, size, table, extra, missing)
 
-    def _submit(self, table: pa.Table) -> Future:
-        return validation_pool().submit(_worker_validate, table, self.now)
-
-    def _jobs(self, future: Future | None, pending: list[_Pending], rejected: list[_StoreJob]) -> list[_StoreJob]:
-        jobs = list(rejected)
-        if future is None:
-            return jobs
-        found = future.result()
-        if isinstance(found, str):
-            if len(pending) == 1:
-                p = pending[0]
-                return jobs + [_StoreJob(p.index, FileResult(str(p.path), "rejected", reason=found), p.size, p.sha)]
-            for p in pending:  # find the file GX cannot evaluate: each on its own
-                jobs += self._jobs(self._submit(p.table), [p], [])
-            return jobs
-        for p, v in zip(pending, found.split([p.table.num_rows for p in pending]), strict=True):
-            result = FileResult(str(p.path), "loaded", rows_read=p.table.num_rows, extra_columns=p.extra,
-                                missing_columns=p.missing)
-            batch = p.table.append_column("_row", pa.array(np.arange(p.table.num_rows, dtype=np.int64)))
-            jobs.append(_StoreJob(p.index, result, p.size, p.sha, batch, v))
-        return jobs
-
-    def _store_all(self, jobs: list[_StoreJob]) -> None:
-        if not jobs:
-            return
+    def _process(self, pending: list[_Pending], rejected: list[_StoreJob]) -> None:
+        """One batch: stage, validate, then store each file in its own transaction."""
         with db.writing(self.db_path) as con:
+            # DuckDB would otherwise keep up to 80 % of RAM of stored blocks cached: bound it, so the
+            # run's peak memory follows the batch, not the warehouse (staged rows spill to <db>.tmp)
+            con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+            jobs = list(rejected)
+            if pending:
+                con.execute(f"ATTACH ':memory:' AS {STAGE}")
+                jobs += self._stage_and_validate(con, pending)
             for job in sorted(jobs, key=lambda j: j.index):
                 stopping.check()  # between files: each one is wholly in or out
                 self._store(con, job)
                 self._results[job.index] = job.result
 
+    def _stage_and_validate(self, con: Any, pending: list[_Pending]) -> list[_StoreJob]:
+        sizes = [p.table.num_rows for p in pending]
+        firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64).tolist()
+        incoming = pa.concat_tables([p.table for p in pending])
+        con.register("incoming", incoming.append_column(INDEX, pa.array(np.arange(sum(sizes), dtype=np.int64))))
+        sqlfiles.run(con, "ingest/stage_batch")
+        con.unregister("incoming")
+        del incoming
+        for p in pending:
+            p.table = p.table.slice(0, 0)  # the staged copy is the one used from here on: free the Arrow one
+        pa.default_memory_pool().release_unused()  # hand the batch's Arrow memory back to the system
+        validator = validator_for(self.schema)
+        validator.bind(con)
+        try:
+            found: list[Validation | str] = validator.validate("batch", self.now, sum(sizes)).split(sizes)
+        except ValidatorError:  # find the file GX cannot evaluate: each on its own
+            found = []
+            for first, size in zip(firsts, sizes, strict=True):
+                sqlfiles.run(con, "ingest/stage_file", {"first": first, "last": first + size - 1})
+                try:
+                    found.append(validator.validate("file", self.now, size).shifted(first, size))
+                except ValidatorError as exc:
+                    found.append(f"validator error: {exc}")
+        jobs = []
+        for p, first, size, v in zip(pending, firsts, sizes, found, strict=True):
+            if isinstance(v, str):
+                jobs.append(_StoreJob(p.index, FileResult(str(p.path), "rejected", rows_read=size, reason=v),
+                                      p.size, p.sha))
+                continue
+            result = FileResult(str(p.path), "loaded", rows_read=size, extra_columns=p.extra,
+                                missing_columns=p.missing)
+            jobs.append(_StoreJob(p.index, result, p.size, p.sha, first, v))
+        con.register("batch_failures", pa.concat_tables(
+            [v.failure_pairs(offset=j.first) for j in jobs if (v := j.validation) is not None]
+            or [Validation([]).failure_pairs()]))
+        sqlfiles.run(con, "ingest/find_collisions")  # once per batch: one scan of the stored event_ids
+        self._collisions = con.execute("SELECT count(*) FROM collided").fetchone()[0] > 0
+        return jobs
+
     def _store(self, con: Any, job: _StoreJob) -> None:
         """One file: its manifest row and its rows in one transaction."""
         result = job.result
-        con.begin()
-        try:
+        with db.transaction(con):  # never a ROLLBACK after a failed COMMIT: it would hide the real cause
             file_id = sqlfiles.run(con, "ingest/insert_file", {
                 "path": result.path, "size_bytes": job.size, "sha256": job.sha, "rows_read": result.rows_read,
                 "accepted": 0, "quarantined": 0, "duplicates": 0, "status": result.status,
                 "reason": result.reason, "extra_columns": result.extra_columns,
                 "missing_columns": result.missing_columns, "ingested_at": self.now,
             }).fetchone()[0]
-            if job.batch is not None:
-                self._load_rows(con, file_id, result, job.batch, job.validation)
-            con.commit()
-        except BaseException:
-            con.rollback()
-            raise
+            demoted: list[tuple[int, int]] = []
+            if job.validation is not None:
+                demoted = self._load_rows(con, file_id, result, job)
+        self._by_file_id[file_id] = result
+        for other, n in demoted:  # a row of a file stored earlier in this run was replaced
+            if other in self._by_file_id:
+                self._by_file_id[other].accepted -= n
+                self._by_file_id[other].duplicates += n
 
-    def _load_rows(self, con: Any, file_id: int, result: FileResult, batch: pa.Table, validation: Any) -> None:
-        con.register("batch", batch)
-        con.register("batch_failures", validation.failure_pairs())
-        con.register("batch_validations", pa.Table.from_pylist([asdict(r) for r in validation.results]))
+    def _load_rows(self, con: Any, file_id: int, result: FileResult, job: _StoreJob) -> list[tuple[int, int]]:
+        """Quarantine, then the valid rows deduplicated (rank_copies.sql says which copy wins);
+        returns (file_id, rows) of earlier files whose stored copy lost to one of this file's."""
+        assert job.validation is not None
+        span = {"first": job.first, "last": job.first + result.rows_read - 1}
+        con.register("file_validations", pa.Table.from_pylist([asdict(r) for r in job.validation.results]))
         result.quarantined = sqlfiles.run(con, "ingest/insert_quarantine", {
-            "file_id": file_id, "source_file": result.path, "quarantined_at": self.now}).fetchone()[0]
-        result.accepted = sqlfiles.run(con, "ingest/insert_events", {"file_id": file_id}).fetchone()[0]
+            **span, "file_id": file_id, "source_file": result.path, "quarantined_at": self.now}).fetchone()[0]
+        accepted = sqlfiles.run(con, "ingest/insert_events", {**span, "file_id": file_id}).fetchone()[0]
+        demoted: list[tuple[int, int]] = []
+        if self._collisions:  # rare: an event_id with several valid copies (find_collisions.sql)
+            sqlfiles.run(con, "ingest/rank_copies", span)
+            sqlfiles.run(con, "ingest/replaced_rows")
+            sqlfiles.run(con, "ingest/mark_stale_days")
+            demoted = [(int(f), int(n)) for f, n in sqlfiles.run(con, "ingest/replaced_per_file").fetchall()]
+            sqlfiles.run(con, "ingest/demote_replaced")
+            sqlfiles.run(con, "ingest/delete_replaced")
+            accepted += sqlfiles.run(con, "ingest/insert_winners", {"file_id": file_id}).fetchone()[0]
+        result.accepted = accepted
         result.duplicates = result.rows_read - result.quarantined - result.accepted
         sqlfiles.run(con, "ingest/update_file_counts", {
             "file_id": file_id, "accepted": result.accepted, "quarantined": result.quarantined,
             "duplicates": result.duplicates})
         sqlfiles.run(con, "ingest/insert_validations", {"file_id": file_id})
-        for name in ("batch", "batch_failures", "batch_validations"):
-            con.unregister(name)
-
+        con.unregister("file_validations")
+        return demoted
 
 
 def ingest(db_path: Path, paths: list[Path], now: datetime | None = None,

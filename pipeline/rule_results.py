@@ -1,5 +1,5 @@
-"""What Great Expectations found, in our own types: free of GX imports, so the
-ingest process can receive them from the validation worker without loading GX."""
+"""What Great Expectations found, in our own types: free of GX imports, so the rest of
+the pipeline reads GX's findings without depending on GX's result classes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+
+STAGE = "stage"  # the in-memory database attached to the ingest connection for the staging tables
+INDEX = "_id"  # row number in a staging table: never event_id, which can be null or repeated
 
 
 class ValidatorError(Exception):
@@ -25,7 +28,7 @@ class RuleResult:
 @dataclass
 class Validation:
     results: list[RuleResult]
-    failing_rows: dict[str, np.ndarray] = field(default_factory=dict)  # rule -> row numbers
+    failing_rows: dict[str, np.ndarray] = field(default_factory=dict)  # rule -> sorted staging row ids
 
     def split(self, sizes: list[int]) -> list[Validation]:
         """Per-file validations of a batch that concatenated files of these row counts."""
@@ -39,16 +42,20 @@ class Validation:
             start += size
         return out
 
-    def failure_pairs(self) -> pa.Table:
-        """(row, rule, rule_pos) for every broken rule of every row."""
+    def shifted(self, first: int, size: int) -> Validation:
+        """The validation of one file whose rows had staging ids first..first+size-1, in file rows."""
+        return Validation(self.results, {rule: idx - first for rule, idx in self.failing_rows.items()}).split([size])[0]
+
+    def failure_pairs(self, offset: int = 0) -> pa.Table:
+        """(_id, rule, rule_pos) for every broken rule of every row; _id = row + offset."""
         rows, rules, pos = [], [], []
         order = {r.rule: i for i, r in enumerate(self.results)}
         for rule, idx in self.failing_rows.items():
-            rows.append(idx.astype(np.int64))
+            rows.append(idx.astype(np.int64) + offset)
             rules.append(np.full(len(idx), rule, dtype=object))
             pos.append(np.full(len(idx), order[rule], dtype=np.int32))
         if not rows:
-            return pa.table({"_row": pa.array([], pa.int64()), "rule": pa.array([], pa.string()),
+            return pa.table({"_id": pa.array([], pa.int64()), "rule": pa.array([], pa.string()),
                              "rule_pos": pa.array([], pa.int32())})
-        return pa.table({"_row": np.concatenate(rows), "rule": pa.array(np.concatenate(rules), pa.string()),
+        return pa.table({"_id": np.concatenate(rows), "rule": pa.array(np.concatenate(rules), pa.string()),
                          "rule_pos": np.concatenate(pos)})

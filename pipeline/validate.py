@@ -1,54 +1,88 @@
-"""Row validation with Great Expectations, the validator of record.
+"""Row validation with Great Expectations, the validator of record, inside DuckDB.
 
 The only module that imports Great Expectations. It turns the row rules of
-schemas/telemetry_event.yaml into one expectation suite and returns, per rule,
-GX's own counts and the row numbers it found breaking the rule.
+schemas/telemetry_event.yaml into one expectation suite and runs it through
+GX's SQL data source on the DuckDB connection the ingest holds, against the
+staging table `stage.batch` (the cast rows of a batch of files, `_id` = row in
+the batch). It returns, per rule, GX's own counts and the `_id`s GX found
+breaking the rule.
 
-Cost is what shaped this file (bench/ingest.py measures it):
-- one suite run per batch of files in SUMMARY format; COMPLETE (which lists
-  failing row indices and is far slower) only for the expectations that found
-  failures;
-- GX is handed only the columns the rules read, few-valued strings as
-  categoricals (GX hashes and filters the whole frame per expectation), int32
-  as int64 and event_time as epoch microseconds: GX vectorises "between" only for
-  int64/float64 and ns datetimes, and ns datetimes overflow after 2262, so any
-  other dtype falls back to a per-value Python loop.
+Why the connection is wrapped (GX 1.24, duckdb-engine 0.17): GX runs each
+query inside `with engine.connect()` and fetches after the block; duckdb_engine's
+cursor is the DuckDB connection itself, so closing it wipes the pending result
+(`list index out of range`, GX issues #10738 and #11579). Our SQLAlchemy
+`creator` returns a wrapper whose `cursor()` is a fresh DuckDB cursor, with its
+own result set per query; GX only reads, so begin/commit/rollback do nothing.
+`self_test` proves on a tiny table with known failures that this still holds,
+so a library upgrade that breaks it fails loudly instead of passing rows.
+
+Cost: SUMMARY runs the whole suite; COMPLETE (which lists failing `_id`s) runs
+only for the rules that found failures, with `partial_unexpected_count` set to
+the rule's own count (on SQL the id list is capped at it even in COMPLETE).
+Never `unexpected_index_query` (it drops row conditions) nor stream_results
+(it silently returns one row).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+import duckdb
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from pipeline.rule_results import RuleResult, Validation, ValidatorError
+from pipeline.errors import PipelineError
+from pipeline.rule_results import INDEX, STAGE, RuleResult, Validation, ValidatorError
 from pipeline.schema import Rule, Schema
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
+import duckdb_engine  # noqa: E402
 import great_expectations as gx  # noqa: E402  (the env var must be set first)
 import great_expectations.expectations as gxe  # noqa: E402
 from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
 from great_expectations.expectations.row_conditions import Column as GxColumn  # noqa: E402
 
-logging.getLogger("great_expectations").setLevel(logging.ERROR)
+# GX logs each failed metric with its traceback; the failure reaches the user as the file's
+# one-line rejection reason instead, so GX's own logging stays off stderr.
+_gx_log = logging.getLogger("great_expectations")
+_gx_log.addHandler(logging.NullHandler())
+_gx_log.propagate = False
+_gx_log.setLevel(logging.CRITICAL + 1)
 
-try:  # GX fingerprints every pandas batch below 1 GB by hashing all of it, for metadata
-    # we never read; skipping it halves the cost of a run (bench/ingest.py).
-    from great_expectations.execution_engine import pandas_execution_engine as _gx_pandas
-
-    _gx_pandas.HASH_THRESHOLD = 0
-except (ImportError, AttributeError):
-    pass
+TABLES = ("batch", "file", "selftest")  # staging tables GX reads: a batch of files, one file, the self-test
 
 
-def _epoch_us(value: datetime) -> int:
-    return int((value - datetime(1970, 1, 1)) / timedelta(microseconds=1))
+class SelfTestFailed(PipelineError):
+    """Great Expectations on DuckDB no longer gives the counts and ids it must."""
+
+
+class FreshCursorConnection(duckdb_engine.ConnectionWrapper):
+    """What SQLAlchemy gets from our creator: a fresh cursor of the connection the Validator is
+    bound to now, per query (see the module docstring). SQLAlchemy pools this object, so it looks
+    the connection up on every cursor() rather than keeping the one it was made with."""
+
+    def __init__(self, current: Callable[[], duckdb.DuckDBPyConnection]):
+        super().__init__(current())
+        self._current = current
+
+    def cursor(self) -> duckdb_engine.CursorWrapper:
+        return duckdb_engine.CursorWrapper(self._current().cursor(), self)
+
+    def begin(self) -> None:
+        pass
+
+    def commit(self) -> None:
+        pass
+
+    def rollback(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass  # the ingest owns the connection
 
 
 def _expectation(rule: Rule, now: datetime) -> gxe.Expectation:
@@ -68,7 +102,7 @@ def _expectation(rule: Rule, now: datetime) -> gxe.Expectation:
         )
     if rule.kind == "not_after_ingest":
         bound = now + timedelta(hours=rule.arg("max_ahead_hours"))
-        return gxe.ExpectColumnValuesToBeBetween(column=rule.column, max_value=_epoch_us(bound), meta=meta)
+        return gxe.ExpectColumnValuesToBeBetween(column=rule.column, max_value=bound, meta=meta)
     if rule.kind == "forbidden_when":
         return gxe.ExpectColumnValuesToNotBeInSet(
             column=rule.column, value_set=[rule.arg("forbidden_value")],
@@ -77,34 +111,74 @@ def _expectation(rule: Rule, now: datetime) -> gxe.Expectation:
     raise ValueError(f"unknown rule kind {rule.kind!r} for rule {rule.name}")
 
 
-def _few_valued(arr: pa.ChunkedArray, sample: int = 2000, limit: int = 200) -> bool:
-    """Categoricals pay off for enums and the like; for ids, encoding costs more than it saves."""
-    return pc.count_distinct(arr.slice(0, sample)).as_py() <= limit
+def _exception_message(res: Any) -> str | None:
+    """GX's own message when the expectation's metric raised; None when it was evaluated.
+    On SQL, exception_info maps each failed metric to its ExceptionInfo; elsewhere it is flat."""
+    info = res.exception_info or {}
+    found = [v for v in info.values() if hasattr(v, "exception_message") and v.raised_exception]
+    if info.get("raised_exception") is True:
+        found.insert(0, info)
+    if not found:
+        return None
+    messages = [str(getattr(f, "exception_message", None) or f.get("exception_message")) for f in found]
+    own = [m for m in messages if "is not available" not in m] or messages  # a cause beats its echoes
+    return own[0].strip().splitlines()[0]
 
 
-def _columns_read(rules: tuple[Rule, ...]) -> list[str]:
-    names: list[str] = []
-    for r in rules:
-        for key in ("a", "b", "when_column"):
-            if key in dict(r.args):
-                names.append(r.arg(key))
-        if r.column:
-            names.append(r.column)
-    return list(dict.fromkeys(names))
+# The self-test: ids with known failures. v is null at 1, above 10 at 3 and 4; s not in {a} at 2;
+# lo > hi at 4 (a_le_b); flag true where kind = 'c' at 3 only (row 5 has flag true under kind 'e').
+_SELFTEST_ROWS = """
+SELECT * FROM (VALUES
+    (0, 5, 'a', 1.0, 2.0, 'c', false), (1, NULL, 'a', 1.0, 2.0, 'e', false), (2, 7, 'x', NULL, 2.0, 'c', false),
+    (3, 11, 'a', 1.0, 1.0, 'c', true), (4, 12, 'a', 3.0, 2.0, 'e', false), (5, 2, 'a', 1.0, 2.0, 'e', true)
+) t(_id, v, s, lo, hi, kind, flag)
+"""
+_SELFTEST_RULES = (
+    (Rule("v_not_null", "not_null", "v"), [1]),
+    (Rule("v_in_range", "in_range", "v", (("max", 10), ("min", 0))), [3, 4]),
+    (Rule("s_in_set", "in_set", "s", (("values", ("a",)),)), [2]),
+    (Rule("lo_le_hi", "a_le_b", None, (("a", "lo"), ("b", "hi"))), [4]),
+    (Rule("no_flag_when_c", "forbidden_when", "flag",
+          (("forbidden_value", True), ("when_column", "kind"), ("when_value", "c"))), [3]),
+)
 
 
 class Validator:
-    """One GX context, reused for every batch a process validates."""
+    """One GX context, reused for every batch a process validates, bound to one DuckDB
+    connection at a time (`bind`). `connection_wrapper` is swappable for the self-test's test."""
 
-    def __init__(self, schema: Schema):
+    def __init__(self, schema: Schema,
+                 connection_wrapper: Callable[[Callable[[], duckdb.DuckDBPyConnection]], Any] = FreshCursorConnection):
         self.schema = schema
-        self.columns = _columns_read(schema.rules)
+        self.rules = {r.name: r for r in schema.rules}
         self.context = gx.get_context(mode="ephemeral")
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
-        asset = self.context.data_sources.add_pandas("telemetry").add_dataframe_asset("file")
-        self.batch_definition = asset.add_batch_definition_whole_dataframe("whole_file")
-        self.rules = {r.name: r for r in schema.rules}
+        self._wrap = connection_wrapper
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._definitions: dict[str, Any] = {}
         self._suites: dict[datetime, Any] = {}
+        self._tested = False
+
+    def bind(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Validate on `con` from now on; it has the `stage` database attached. The first bind
+        builds the data source and runs the self-test."""
+        self._con = con
+        if not self._definitions:
+            source = self.context.data_sources.add_sql(
+                "warehouse", connection_string="duckdb:///:memory:",  # the dialect; rows come from the creator
+                kwargs={"creator": lambda: self._wrap(self._bound)},
+            )
+            for table in TABLES:
+                asset = source.add_query_asset(table, query=f"SELECT * FROM {STAGE}.{table}")
+                self._definitions[table] = asset.add_batch_definition_whole_table(table)
+        if not self._tested:
+            self.self_test()
+            self._tested = True
+
+    def _bound(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise RuntimeError("Validator used before bind()")
+        return self._con
 
     def suite(self, now: datetime) -> Any:
         """The whole suite; `now` is the ingestion time the event_time rule is bound to."""
@@ -115,50 +189,76 @@ class Validator:
             )
         return self._suites[now]
 
-    def _frame(self, table: pa.Table) -> Any:
-        cols = {}
-        for name in self.columns:
-            col = self.schema.column(name)
-            arr = table[name]
-            if col.type == "string" and _few_valued(arr):
-                arr = arr.dictionary_encode()
-            elif col.type == "int32":
-                arr = arr.cast(pa.int64())
-            elif col.type == "timestamp":
-                arr = arr.cast(pa.int64())  # epoch µs, see the module docstring
-            cols[name] = arr
-        return pa.table(cols).to_pandas()
+    def validate(self, table: str, now: datetime, rows: int) -> Validation:
+        """GX's findings on `stage.<table>` of `rows` rows. Raises ValidatorError naming the rule GX
+        could not evaluate."""
+        return self._run(table, self.suite(now), self.rules, now, rows)
 
-    def validate(self, table: pa.Table, now: datetime) -> Validation:
-        frame = self._frame(table)
-        batch = self.batch_definition.get_batch(batch_parameters={"dataframe": frame})
-        summary = batch.validate(self.suite(now), result_format="SUMMARY")
+    def _run(self, table: str, suite: Any, rules: dict[str, Rule], now: datetime, rows: int) -> Validation:
+        batch = self._definitions[table].get_batch()
+        summary = batch.validate(suite, result_format="SUMMARY")
+        by_rule = {res.expectation_config.meta["rule"]: res for res in summary.results}
         results, failed = [], []
-        for res in summary.results:
-            rule = res.expectation_config.meta["rule"]
-            exc = res.exception_info or {}
-            if exc.get("raised_exception") or res.result.get("unexpected_count") is None:
-                message = str(exc.get("exception_message") or "no result").splitlines()[0]
-                raise ValidatorError(f"rule {rule}: Great Expectations could not evaluate it: {message}")
-            count = int(res.result["unexpected_count"])
-            results.append(RuleResult(rule, res.expectation_config.type, bool(res.success),
-                                      int(res.result.get("element_count") or len(frame)), count))
+        for name in rules:  # in suite order, so the first rule that raised is the one named
+            res = by_rule[name]
+            message = _exception_message(res)
+            seen = int(res.result.get("element_count") or 0)
+            # a row condition no row meets leaves no count: nothing to break (element_count is checked below)
+            empty = seen == 0 and rules[name].kind == "forbidden_when"
+            if message is not None or (res.result.get("unexpected_count") is None and not empty):
+                raise ValidatorError(f"rule {name}: Great Expectations could not evaluate it: "
+                                     f"{message or 'no result'}")
+            count = int(res.result.get("unexpected_count") or 0)
+            if rules[name].kind in ("not_null", "in_set", "in_range") and seen != rows:
+                raise ValidatorError(f"rule {name}: Great Expectations saw {seen} rows of {rows}")
+            results.append(RuleResult(name, res.expectation_config.type, bool(res.success),
+                                      seen, count))
             if count:
-                failed.append(rule)
+                failed.append(name)
         validation = Validation(results)
         if failed:
-            suite = gx.ExpectationSuite(
-                name="failed_rules", expectations=[_expectation(self.rules[r], now) for r in failed]
-            )
-            complete = batch.validate(suite, result_format={"result_format": "COMPLETE", "partial_unexpected_count": 0})
             expected = {r.rule: r.unexpected_count for r in results}
+            complete = batch.validate(
+                gx.ExpectationSuite(name="failed_rules", expectations=[_expectation(rules[r], now) for r in failed]),
+                result_format={"result_format": "COMPLETE", "unexpected_index_column_names": [INDEX],
+                               "partial_unexpected_count": max(expected[r] for r in failed),
+                               "return_unexpected_index_query": False},
+            )
             for res in complete.results:
-                rule = res.expectation_config.meta["rule"]
-                idx = np.asarray(res.result.get("unexpected_index_list") or [], dtype=np.int64)
-                if len(idx) != expected[rule]:
-                    raise ValidatorError(
-                        f"rule {rule}: Great Expectations counted {expected[rule]} failing rows "
-                        f"but listed {len(idx)}"
-                    )
-                validation.failing_rows[rule] = idx
+                name = res.expectation_config.meta["rule"]
+                message = _exception_message(res)
+                if message is not None:
+                    raise ValidatorError(f"rule {name}: Great Expectations could not evaluate it: {message}")
+                listed = res.result.get("unexpected_index_list") or []
+                idx = np.fromiter((row[INDEX] for row in listed), dtype=np.int64, count=len(listed))
+                if len(idx) != expected[name]:
+                    raise ValidatorError(f"rule {name}: Great Expectations counted {expected[name]} failing rows "
+                                         f"but listed {len(idx)}")
+                validation.failing_rows[name] = np.sort(idx)
         return validation
+
+    def self_test(self) -> None:
+        """Known failures on a six-row table must come back with their exact counts and ids."""
+        con = self._bound()
+        con.execute(f"CREATE OR REPLACE TABLE {STAGE}.selftest AS {_SELFTEST_ROWS}")
+        rules = {rule.name: rule for rule, _ in _SELFTEST_RULES}
+        now = datetime(2000, 1, 1)
+        suite = gx.ExpectationSuite(name="self_test", expectations=[_expectation(r, now) for r in rules.values()])
+        try:
+            found = self._run("selftest", suite, rules, now, 6)
+        except Exception as exc:  # any failure here is the same finding: the GX-on-DuckDB path is broken
+            found = exc
+        finally:
+            con.execute(f"DROP TABLE IF EXISTS {STAGE}.selftest")
+        if not isinstance(found, Exception):
+            for rule, ids in _SELFTEST_RULES:
+                got = found.failing_rows.get(rule.name, np.array([], np.int64)).tolist()
+                if got != ids:
+                    found = ValueError(f"rule {rule.name}: expected failing rows {ids}, got {got}")
+                    break
+        if isinstance(found, Exception):
+            raise SelfTestFailed(
+                f"the Great Expectations self-test on DuckDB failed ({str(found).splitlines()[0]}); "
+                f"great-expectations {gx.__version__}, duckdb-engine {duckdb_engine.__version__}, "
+                f"duckdb {duckdb.__version__}: use the versions pinned in pyproject.toml"
+            ) from None

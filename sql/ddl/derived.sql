@@ -56,3 +56,8 @@ CREATE TABLE IF NOT EXISTS rollup_state (
     settings_digest VARCHAR NOT NULL,
     refreshed_at TIMESTAMP NOT NULL
 );
+-- (release, day) pairs a replaced event left (ingest's order-independent dedupe): the next refresh recomputes them
+CREATE TABLE IF NOT EXISTS rollup_stale_days (
+    release VARCHAR NOT NULL,
+    day     DATE NOT NULL
+);

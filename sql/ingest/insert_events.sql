@@ -1,9 +1,9 @@
 -- name: insert_events
--- description: valid rows of the batch whose event_id is new: first copy within the batch, not already stored
--- params: file_id
+-- description: valid rows of one staged file whose event_id has no other copy (the common case); returns the count
+-- params: file_id, first, last
 INSERT INTO events BY NAME
-SELECT * EXCLUDE (_row), $file_id AS file_id
-FROM batch b
-WHERE NOT EXISTS (SELECT 1 FROM batch_failures f WHERE f._row = b._row)
-  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = b.event_id)
-QUALIFY row_number() OVER (PARTITION BY event_id ORDER BY _row) = 1
+SELECT b.* EXCLUDE (_id), $file_id AS file_id
+FROM stage.batch b
+WHERE b._id BETWEEN $first AND $last
+  AND NOT EXISTS (SELECT 1 FROM batch_failures f WHERE f._id = b._id)
+  AND NOT EXISTS (SELECT 1 FROM collided c WHERE c.event_id = b.event_id)
