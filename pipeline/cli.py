@@ -563,6 +563,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 EXAMPLES = {
+    "init": "pipeline init --db /data/warehouse/telemetry.duckdb   # creates the folder and an empty warehouse",
     "ingest": "pipeline ingest sample_logs/\npipeline ingest landing/day-2026-11-30.parquet --json",
     "aggregate": "pipeline aggregate\npipeline aggregate --full   # recompute every day, e.g. after a config change",
     "sql": 'pipeline sql "SELECT release, count(*) FROM events GROUP BY ALL" --format table\n'
@@ -577,6 +578,7 @@ EXAMPLES = {
     "report": "pipeline report --release 4.12 --out reports/report-4.12.html",
     "ledger": "pipeline ledger --release 4.12 --as-of 2026-12-01\n"
               "pipeline ledger --release 4.12 --candidate gates/candidates/rewrite.yaml --json",
+    "state": "pipeline state --release 4.12\npipeline state --release 4.12 --json",
     "history": "pipeline history --release 4.12 --format table",
     "nightly": "pipeline nightly --landing sample_logs --as-of 2026-12-01 --report-dir reports\n"
                "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing",
