@@ -110,13 +110,16 @@ def alert_for_change(con: Any, release: str, before: rollout.Status, after: roll
     number = sqlfiles.run(con, "alerts/count", {"release": release}).fetchone()[0]
     if not before.same_as(after):
         return build_alert(release, before, after, states, result, config, number)
-    if after.severity != "critical":
-        return None
-    last = sqlfiles.run(con, "alerts/last_alert", {"release": release}).fetchone()
-    if last and last[0] == _incident(release, after) and now - last[1] < timedelta(
-            hours=config.alerts.repeat_interval_hours):
+    if after.severity != "critical" or sent_recently(con, release, _incident(release, after), config, now):
         return None
     return build_alert(release, before, after, states, result, config, number, repeat=True)
+
+
+def sent_recently(con: Any, release: str, signature: str, config: Config, now: datetime) -> bool:
+    """The release's last alert had this signature and is younger than alerts.repeat_interval_hours."""
+    last = sqlfiles.run(con, "alerts/last_alert", {"release": release}).fetchone()
+    return bool(last and last[0] == signature
+                and now - last[1] < timedelta(hours=config.alerts.repeat_interval_hours))
 
 
 def sinks(config: Config) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from pipeline import clock, data_quality, db, logs, sqlfiles, stopping
 from pipeline.aggregate import refresh, use_settings
-from pipeline.alerts import deliver, enqueue
+from pipeline.alerts import deliver, enqueue, sent_recently
 from pipeline.config import Config
 from pipeline.errors import TransientError
 from pipeline.gate import GateResult, evaluate_gate
@@ -65,8 +65,9 @@ def _check_data(run: RunResult, db_path: Path, landing: Path, ingested: dict[str
     t = time.perf_counter()
     with db.writing(db_path) as con:
         found = data_quality.problems(con, landing, ingested, config, now)
-        if found:
-            enqueue(con, data_quality.build_alert(found, run.run_id, now), config, now)
+        alert = data_quality.build_alert(found, run.run_id, now) if found else None
+        if alert and not sent_recently(con, alert["release"], alert["signature"], config, now):
+            enqueue(con, alert, config, now)
     run.data_quality = [p["text"] for p in found]
     _step(run, "quality", t, f"{len(found)} data-quality problems" if found else "no data-quality problem",
           problems=len(found))

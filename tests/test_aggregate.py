@@ -117,18 +117,26 @@ def test_incremental_refresh_recomputes_only_the_new_day_and_equals_a_rebuild(db
     assert refresh(db_path, CONFIG).days == []
 
 
-@pytest.mark.parametrize("sql", [
-    "INSERT INTO events SELECT * FROM events", "DELETE FROM events", "DROP TABLE events",
-    "ATTACH '/tmp/other.duckdb' AS other", "COPY events TO '/tmp/stolen.csv'",
-    "SELECT * FROM read_csv('/etc/passwd')", "SET enable_external_access = true",
-    "SELECT 1; DROP TABLE events",
+READ_ONLY = "only read statements run here"
+
+
+@pytest.mark.parametrize(("sql", "refusal"), [
+    ("INSERT INTO events SELECT * FROM events", f"INSERT is refused: {READ_ONLY}"),
+    ("DELETE FROM events", f"DELETE is refused: {READ_ONLY}"),
+    ("DROP TABLE events", f"DROP is refused: {READ_ONLY}"),
+    ("ATTACH '/tmp/other.duckdb' AS other", f"ATTACH is refused: {READ_ONLY}"),
+    ("COPY events TO '/tmp/stolen.csv'", f"COPY is refused: {READ_ONLY}"),
+    ("SELECT * FROM read_csv('/etc/passwd')", "refused or failed (the warehouse is read-only here): "),
+    ("SET enable_external_access = true", f"SET is refused: {READ_ONLY}"),
+    ("SELECT 1; DROP TABLE events", "give exactly one statement, got 2"),
 ])
-def test_ad_hoc_sql_cannot_write_attach_or_read_files(db_path, sql):
+def test_ad_hoc_sql_cannot_write_attach_or_read_files(db_path, sql, refusal):
+    """Writes are refused by statement class before they run; a read of a file by the sandbox."""
     add_file(db_path, valid_table(50, seed=12), "x")
     before = counts(db_path)
     proc = run_cli("sql", "--db", str(db_path), sql)
     assert proc.returncode == 2
-    assert proc.stderr.startswith("pipeline sql: error: refused or failed (the warehouse is read-only here): ")
+    assert proc.stderr.startswith(f"pipeline sql: error: {refusal}"), proc.stderr
     assert proc.stderr.count("\n") == 1
     assert counts(db_path) == before
 
