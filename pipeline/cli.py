@@ -855,4 +855,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    # The work is done and `code` is decided. Leave at once: a signal storm during interpreter shutdown
+    # would otherwise turn it into a kill by SIGINT, and a DuckDB worker thread still winding down an
+    # interrupted query can abort the process when its connection is finalized.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: main() already reported it
+            pass
+    os._exit(code)

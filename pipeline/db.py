@@ -197,6 +197,10 @@ def writing(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         con.close()
 
 
+# A cross join of two huge ranges spills without end: uncapped, it filled 70 GB of free disk in seconds here.
+SANDBOX_TEMP_LIMIT = "2GB"
+
+
 def connect_read(path: Path, sandbox: bool = False, wait: float | None = None) -> duckdb.DuckDBPyConnection:
     """A read-only connection. A writer holds the file only for one file's
     transaction at a time, so a busy file is retried for up to `wait` seconds (default: busy_timeout()).
@@ -204,7 +208,8 @@ def connect_read(path: Path, sandbox: bool = False, wait: float | None = None) -
     if not path.exists():
         raise DatabaseError(f"no database at {path}; create it with: pipeline ingest --db {path} PATH")
     config = {"enable_external_access": False, "autoload_known_extensions": False,
-              "autoinstall_known_extensions": False} if sandbox else None
+              "autoinstall_known_extensions": False,
+              "max_temp_directory_size": SANDBOX_TEMP_LIMIT} if sandbox else None
     con = _open_waiting(path, read_only=True, config=config, wait=wait)
     if sandbox:
         con.execute("SET lock_configuration = true")
@@ -216,8 +221,13 @@ def reading(path: Path, sandbox: bool = False) -> Iterator[duckdb.DuckDBPyConnec
     con = connect_read(path, sandbox=sandbox)
     try:
         yield con
-    finally:
-        con.close()
+    except BaseException:
+        try:
+            con.close()
+        except duckdb.Error:  # an interrupted query still winding down: the exception in flight says why
+            pass
+        raise
+    con.close()
 
 
 _held: set[Path] = set()  # locks this process holds: nested steps of one run share them
