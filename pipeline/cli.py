@@ -375,8 +375,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
         else:
             states = recorded.states or states
             if not args.json:
-                print(f"rollout of release {result.release} now: {rollout.describe(states, config)} "
-                      f"(pipeline state --release {result.release})")
+                import textwrap
+
+                from pipeline.terminal import terminal_width
+
+                line = (f"rollout of release {result.release} now: {rollout.describe(states, config)} "
+                        f"(pipeline state --release {result.release})")
+                width = terminal_width(sys.stdout)  # wrapped like the gate view above it, not cut
+                print(textwrap.fill(line, width, subsequent_indent="  ") if width else line)
             if not args.no_alerts:
                 _deliver_alerts(args, config)
     if args.routing_out:
