@@ -178,8 +178,8 @@ def _one_line_error(proc: subprocess.CompletedProcess) -> str:
      'pipeline sql: error: Catalog Error: Table with name evnts does not exist! Did you mean "events"?'),
     (("sql", ""), 'pipeline sql: error: no SQL given; e.g. pipeline sql "SELECT count(*) FROM events"'),
     (("sql", "DROP TABLE events"),
-     'pipeline sql: error: refused or failed (the warehouse is read-only here): Invalid Input Error: Cannot '
-     'execute statement of type "DROP" on database "telemetry" which is attached in read-only mode!'),
+     "pipeline sql: error: DROP is refused: only read statements run here (SELECT, WITH, FROM, VALUES, TABLE, "
+     "DESCRIBE, SHOW, SUMMARIZE or EXPLAIN of one of them)"),
     (("query", "edge_vs_cloud_latency", "--param", "release=4.12", "--param", "since=yesterday"),
      "pipeline query: error: --param since='yesterday': query edge_vs_cloud_latency expects since as an ISO date "
      "such as 2026-11-24"),
