@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
@@ -26,16 +25,9 @@ _JOIN_AFTER_INTERRUPT_S = 10.0
 
 
 def default_timeout() -> float:
-    raw = os.environ.get(TIMEOUT_ENV)
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
-    if value < 0:
-        raise UsageError(f"{TIMEOUT_ENV}={raw!r} must be >= 0 (0 = no limit)")
-    return value
+    from pipeline.db import env_seconds
+
+    return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, zero="0 = no limit")
 
 
 def _first_word(sql: str) -> str:

@@ -48,15 +48,21 @@ def set_busy_timeout(seconds: float | None) -> None:
 def busy_timeout() -> float:
     if _busy_timeout is not None:
         return _busy_timeout
-    raw = os.environ.get(BUSY_TIMEOUT_ENV)
+    return env_seconds(BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT_S)
+
+
+def env_seconds(name: str, default: float, zero: str = "") -> float:
+    """A duration in seconds from the environment variable `name` (unset or empty: `default`);
+    `zero` says what 0 means, for the message."""
+    raw = os.environ.get(name)
     if not raw:
-        return DEFAULT_BUSY_TIMEOUT_S
+        return default
     try:
         value = float(raw)
     except ValueError:
-        raise UsageError(f"{BUSY_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+        raise UsageError(f"{name}={raw!r} is not a number of seconds") from None
     if value < 0:
-        raise UsageError(f"{BUSY_TIMEOUT_ENV}={raw!r} must be >= 0")
+        raise UsageError(f"{name}={raw!r} must be >= 0" + (f" ({zero})" if zero else ""))
     return value
 
 
