@@ -115,14 +115,17 @@ def _exception_message(res: Any) -> str | None:
     """GX's own message when the expectation's metric raised; None when it was evaluated.
     On SQL, exception_info maps each failed metric to its ExceptionInfo; elsewhere it is flat."""
     info = res.exception_info or {}
-    found = [v for v in info.values() if hasattr(v, "exception_message") and v.raised_exception]
+    # GX resolves metrics in no fixed order; the count's own error is the one that blocked the rule
+    found = sorted(((k, v) for k, v in info.items() if hasattr(v, "exception_message") and v.raised_exception),
+                   key=lambda kv: "unexpected_count'" not in str(kv[0]))  # keys: MetricConfigurationID reprs
+    found_values: list[Any] = [v for _, v in found]
     if info.get("raised_exception") is True:
-        found.insert(0, info)
-    if not found:
+        found_values.insert(0, info)
+    if not found_values:
         return None
-    messages = [str(getattr(f, "exception_message", None) or f.get("exception_message")) for f in found]
+    messages = [str(getattr(f, "exception_message", None) or f.get("exception_message")) for f in found_values]
     own = [m for m in messages if "is not available" not in m] or messages  # a cause beats its echoes
-    return own[0].strip().splitlines()[0]
+    return own[0].strip().splitlines()[0].removesuffix("; see parent stack trace for more detail.")
 
 
 # The self-test: ids with known failures. v is null at 1, above 10 at 3 and 4; s not in {a} at 2;

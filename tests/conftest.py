@@ -103,8 +103,9 @@ def counts(db_path: Path) -> dict[str, int]:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    """The real `pipeline` command in a subprocess (exit codes, signals, locks)."""
-    full_env = {**os.environ, **(env or {})}
+    """The real `pipeline` command in a subprocess (exit codes, signals, locks). CI is unset unless a
+    test sets it: the gate records runs under CI=true as trigger "ci", and the tests run inside CI."""
+    full_env = {**os.environ, "CI": "", **(env or {})}
     return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=ROOT)
 

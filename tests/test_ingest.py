@@ -227,26 +227,35 @@ def children(pid: int) -> list[int]:
 
 def test_kill_mid_ingest_leaves_whole_files_and_a_rerun_finishes(tmp_path, db_path):
     land = tmp_path / "land"
-    for i in range(12):
-        write(valid_table(3000, seed=100 + i), land / f"part-{i:02d}.parquet")
+    total = 40
+    for i in range(total):
+        write(valid_table(1000, seed=100 + i), land / f"part-{i:02d}.parquet")
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "--validate-batch-rows", "1",
                              "--db", str(db_path), str(land)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Kill once a few files are in. The reader's connection is held through the kill: the writer,
+    # which opens the file once per batch, is then blocked at its next batch and cannot finish first.
+    held = None
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # kill once a few files are in, mid-way through the run
-        time.sleep(0.2)
-        if db_path.exists():
-            try:
-                con = duckdb.connect(str(db_path), read_only=True)
-                n = con.execute("SELECT count(*) FROM files").fetchone()[0]
-                con.close()
-            except duckdb.Error:
-                continue
-            if n >= 3:
-                break
+    while held is None and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+        try:
+            con = duckdb.connect(str(db_path), read_only=True)
+        except duckdb.Error:
+            continue
+        try:
+            n = con.execute("SELECT count(*) FROM files").fetchone()[0]
+        except duckdb.Error:
+            n = 0
+        if n >= 3:
+            held = con
+        else:
+            con.close()
     workers = children(proc.pid)  # Great Expectations runs in the ingest process: none are expected
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    if held is not None:
+        held.close()
     deadline = time.monotonic() + 10
     while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -254,13 +263,13 @@ def test_kill_mid_ingest_leaves_whole_files_and_a_rerun_finishes(tmp_path, db_pa
 
     c = counts(db_path)
     assert proc.returncode == -signal.SIGKILL
-    assert 3 <= c["files_loaded"] < 12
-    assert c["events"] == c["accepted"] == 3000 * c["files_loaded"]
+    assert 3 <= c["files_loaded"] < total
+    assert c["events"] == c["accepted"] == 1000 * c["files_loaded"]
 
     result = ingest(db_path, [land], now=NOW)
     c = counts(db_path)
-    assert (c["files_loaded"], c["events"], c["distinct_ids"]) == (12, 36000, 36000)
-    assert sum(f.status == "skipped" for f in result.files) == 12 - sum(f.status == "loaded" for f in result.files)
+    assert (c["files_loaded"], c["events"], c["distinct_ids"]) == (total, 40_000, 40_000)
+    assert sum(f.status == "skipped" for f in result.files) == total - sum(f.status == "loaded" for f in result.files)
 
 
 def test_a_batch_size_below_one_is_a_usage_error():
