@@ -1,0 +1,101 @@
+"""sql/ is written once, in DuckDB's dialect; Spark runs it through SQLGlot (pinned in pyproject.toml) with
+this small dialect subclass. SQLGlot's own Spark writer already turns `$name` into `:name`, lists into
+`array(...)`, `list_contains` into `array_contains`, intervals and `GROUP BY ALL`; the subclass adds the two
+rewrites it lacks:
+
+- DuckDB's multi-column `grouping(a, b, c)` -> `grouping(a) * 4 + grouping(b) * 2 + grouping(c)` (the same
+  bit mask, in a form Spark accepts);
+- `quantile_cont(x, f)` -> `percentile(x, f)` (Spark's exact, interpolated percentile; `f` may be an array).
+
+`spark_sql(relname)` is what the Spark engine runs; tests/golden/spark/ holds the expected output of every
+file the gate and the rollup run on Spark (tests/golden/regenerate.py rewrites them, tests/test_transpile.py
+compares, no JVM needed). A file with a construct Spark has none of (`getvariable()`, `DELETE ... USING`,
+sequences) is not in SPARK_FILES: the Spark engine does that part its own way (README "Spark").
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.generators.spark import SparkGenerator
+
+from pipeline import sqlfiles
+
+# Every sql/ file (or `file#view` for one view of a DDL file) the Spark engine runs.
+SPARK_FILES: tuple[str, ...] = (
+    "ddl/derived#events_enriched",
+    "views/settings_bound",
+    "gate/releases",
+    "gate/active_releases",
+    "gate/segment_counts",
+    "gate/segment_quantiles",
+    "gate/device_days",
+    "gate/segment_histograms",
+    "rollups/insert_days",
+    "rollups/insert_hist_days",
+)
+
+
+def _grouping(gen: SparkGenerator, node: exp.Grouping) -> str:
+    args = node.expressions
+    if len(args) <= 1:
+        return gen.function_fallback_sql(node)
+    n = len(args)
+    terms = [f"GROUPING({gen.sql(a)})" + (f" * {2 ** (n - 1 - i)}" if i < n - 1 else "") for i, a in enumerate(args)]
+    return "(" + " + ".join(terms) + ")"
+
+
+def _percentile(gen: SparkGenerator, node: exp.PercentileCont) -> str:
+    return f"PERCENTILE({gen.sql(node, 'this')}, {gen.sql(node, 'expression')})"
+
+
+class PipelineSpark(Spark):
+    """Spark SQL as this project writes it (pinned: a SQLGlot upgrade shows up as a golden diff)."""
+
+    class Generator(SparkGenerator):
+        TRANSFORMS = {
+            **SparkGenerator.TRANSFORMS,
+            exp.Grouping: _grouping,
+            exp.PercentileCont: _percentile,
+        }
+
+
+def transpile(text: str) -> list[str]:
+    """Each statement of DuckDB SQL `text` as Spark SQL, without comments."""
+    return [s for s in sqlglot.transpile(text, read="duckdb", write=PipelineSpark, pretty=True, comments=False)
+            if s.strip()]
+
+
+def _statement(relname: str) -> exp.Expression:
+    """The one statement a SPARK_FILES entry names: the file's only statement, or `file#view`'s view."""
+    path, _, view = relname.partition("#")
+    statements = [s for s in sqlglot.parse(sqlfiles.sql_file(path).text, read="duckdb") if s is not None]
+    if view:
+        for s in statements:
+            if isinstance(s, exp.Create) and s.kind == "VIEW" and s.this.name == view:
+                return s.expression
+        raise KeyError(f"sql/{path}.sql has no view {view!r}")
+    if len(statements) != 1:
+        raise ValueError(f"sql/{path}.sql holds {len(statements)} statements; Spark runs files of one")
+    return statements[0]
+
+
+def query_of(statement: exp.Expression) -> exp.Expression:
+    """An INSERT's query (Spark writes the rows itself, into partitions); any other statement as it is."""
+    if isinstance(statement, exp.Insert):
+        query = statement.expression.copy()
+        with_ = statement.args.get("with_")  # DuckDB's INSERT INTO t WITH ... puts the CTEs on the query already
+        if with_ is not None and query.args.get("with_") is None:
+            query.set("with_", with_.copy())
+        return query
+    return statement
+
+
+@cache
+def spark_sql(relname: str) -> str:
+    """The Spark SQL the engine runs for `relname` (a SPARK_FILES entry): an INSERT becomes its query."""
+    node = query_of(_statement(relname))
+    return node.sql(dialect=PipelineSpark, pretty=True, comments=False) + "\n"
