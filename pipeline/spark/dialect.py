@@ -95,6 +95,21 @@ def query_of(statement: exp.Expression) -> exp.Expression:
 
 
 @cache
+def table_columns(table: str) -> tuple[tuple[str, str], ...]:
+    """(name, Spark type) of a warehouse table, from its DuckDB DDL: events and quarantine from the contract
+    (db.events_ddl), the rollup tables from sql/ddl/derived.sql."""
+    from pipeline.db import events_ddl
+    from pipeline.schema import load_schema
+
+    ddl = events_ddl(load_schema()) if table in ("events", "quarantine") else sqlfiles.sql_file("ddl/derived").text
+    for s in sqlglot.parse(ddl, read="duckdb"):
+        if isinstance(s, exp.Create) and s.kind == "TABLE" and s.this.this.name == table:
+            return tuple((c.name, c.args["kind"].sql(dialect=PipelineSpark))
+                         for c in s.this.expressions if isinstance(c, exp.ColumnDef))
+    raise KeyError(f"no table {table!r} in the warehouse DDL")
+
+
+@cache
 def spark_sql(relname: str) -> str:
     """The Spark SQL the engine runs for `relname` (a SPARK_FILES entry): an INSERT becomes its query."""
     node = query_of(_statement(relname))
