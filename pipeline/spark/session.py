@@ -1,8 +1,10 @@
 """The one Spark session of a process: started here in local mode, joined under spark-submit, or a
 Spark Connect client (`--spark-remote sc://host:15002`).
 
-Whatever the session, three settings are forced, because figures depend on them:
-- `spark.sql.session.timeZone=UTC`: event times are UTC wall times (naive = UTC, contract section 1);
+Whatever the session, these settings are forced, because figures depend on them:
+- `spark.sql.session.timeZone=UTC` and `spark.sql.timestampType=TIMESTAMP_NTZ`: event times are UTC wall
+  times (naive = UTC, contract section 1), and so is every naive datetime handed to Spark (PySpark would
+  otherwise read it in the Python process's local zone);
 - `spark.sql.sources.partitionColumnTypeInference.enabled=false`: a folder `release=4.10` is the string
   "4.10", not the number 4.1;
 - `spark.sql.sources.partitionOverwriteMode=dynamic`: overwriting a table replaces only the partitions
@@ -28,6 +30,7 @@ from pipeline.errors import UsageError
 
 FORCED = {
     "spark.sql.session.timeZone": "UTC",
+    "spark.sql.timestampType": "TIMESTAMP_NTZ",  # a naive datetime (bound value, GX's bound) is a UTC wall time
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
 }
