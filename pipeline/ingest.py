@@ -159,6 +159,17 @@ def _not_parquet(path: Path) -> str | None:
     return f"not a Parquet file (no Parquet header); convert it first, e.g. {convert_hint(path)}"
 
 
+def known_file(path: Path, entry: tuple) -> FileResult:
+    """A file whose bytes are in the manifest (`known`: sha256 -> status, where, when, reason, rows): skipped,
+    or rejected again with the first verdict, without a new manifest row."""
+    status, where, when, reason, rows = entry
+    shown = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
+    if status == "rejected":  # the same bytes: the same verdict
+        return FileResult(str(path), "rejected", rows_read=rows,
+                          reason=f"{reason} (already rejected as {where} at {shown})")
+    return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {shown}")
+
+
 def footer_rows(path: Path) -> int:
     """The row count the footer claims (0 when it is unreadable): the manifest's rows_read of a rejected file."""
     try:
@@ -309,12 +320,7 @@ class Ingestor:
         sha = sha256_of(path)
         size = path.stat().st_size
         if sha in known:
-            status, where, when, reason, rows = known[sha]
-            shown = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
-            if status == "rejected":  # the same bytes: the same verdict, without a new manifest row
-                return FileResult(str(path), "rejected", rows_read=rows,
-                                  reason=f"{reason} (already rejected as {where} at {shown})")
-            return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {shown}")
+            return known_file(path, known[sha])
         _start_loading_gx()
         try:
             table, extra, missing = read_contract_table(path, self.schema)

@@ -13,6 +13,7 @@ in as bound values instead, from the same config.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pipeline.config import Config
@@ -41,6 +42,7 @@ def table_schema(table: str) -> str:
 
 class SparkEngine:
     engine_name = "spark"
+    db_path: Path | None = None  # the DuckDB file with the bookkeeping (files, runs, evaluations, state)
 
     def __init__(self, session: Any, warehouse: Warehouse, config: Config):
         self.spark = session
@@ -91,3 +93,18 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def open_engine(db_path: Path, config: Config, master: str | None = None, remote: str | None = None,
+                warehouse: str | None = None) -> SparkEngine:
+    """The Spark engine for the warehouse whose bookkeeping is `db_path`: the session (started or joined) and
+    the Parquet root (--warehouse, else engine.spark.warehouse, else <db>.spark/ beside the DuckDB file)."""
+    from pipeline.spark.session import SessionSpec, get_session
+    from pipeline.spark.storage import default_root
+
+    settings = config.engine.spark
+    session = get_session(SessionSpec.of(settings, master, remote))
+    root = warehouse or settings.warehouse or default_root(db_path)
+    engine = SparkEngine(session, Warehouse(root), config)
+    engine.db_path = db_path
+    return engine

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -121,6 +122,8 @@ def _start_local(spec: SessionSpec) -> Any:
             .set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")
             .set("spark.sql.shuffle.partitions", str(spec.shuffle_partitions)))
+    # Python tasks (the ingest's file readers) run in this interpreter, where this package is importable
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in FORCED.items():
         conf = conf.set(key, value)
     if SparkContext._active_spark_context is None:
