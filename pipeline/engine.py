@@ -75,8 +75,10 @@ def engine_name(engine: Any) -> str:
 
 
 def quantile_estimator(engine: Any, config: Config) -> str:
-    """EXACT or SKETCH: the config's choice, `auto` meaning exact on DuckDB and the sketch on Spark."""
+    """EXACT or SKETCH for an engine (or its name): the config's choice, `auto` meaning exact on DuckDB and the
+    sketch on Spark."""
     chosen = config.engine.quantiles
     if chosen == "auto":
-        return SKETCH if engine_name(engine) == "spark" else EXACT
+        name = engine if isinstance(engine, str) else engine_name(engine)
+        return SKETCH if name == "spark" else EXACT
     return SKETCH if chosen == "sketch" else EXACT

@@ -34,7 +34,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import clock, sqlfiles, stats
+from pipeline import clock, quantiles, sketch, sqlfiles, stats
 from pipeline.config import Config
 from pipeline.errors import UnknownRelease
 from pipeline.output_schema import SCHEMA_VERSION
@@ -148,6 +148,9 @@ class GateResult:
     segments: list[Segment]
     release_wide: dict[str, GateCheck]
     cloud_only: bool = False  # the window holds cloud rows of the release but no edge rows
+    # where the window's p95s came from (pipeline/quantiles.py): estimator, its relative error, the engine
+    quantiles: dict[str, Any] = field(default_factory=lambda: {"estimator": "exact", "relative_error": None,
+                                                               "engine": "duckdb"})
 
     @property
     def judged(self) -> list[Segment]:
@@ -199,6 +202,7 @@ class GateResult:
             "window": {"start": self.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "end": self.as_of.strftime("%Y-%m-%dT%H:%M:%SZ")},
             "config": {"path": self.config_source, "digest": self.config_digest},
+            "quantiles": self.quantiles,
             "release_wide": {g: c.to_dict() for g, c in self.release_wide.items()},
             "note": self.note,
             "segments": [s.to_dict() for s in self.segments],
@@ -219,7 +223,10 @@ def _level_key(row: dict[str, Any]) -> tuple:
 class _Figures:
     """The SQL's rows, found by side and level; quantile figures merged in where computed."""
 
-    def __init__(self, counts: list[dict[str, Any]], quantiles: list[dict[str, Any]]):
+    def __init__(self, counts: list[dict[str, Any]], quantiles: list[dict[str, Any]],
+                 relative_error: float | None = None, quantiles_sql: str = QUANTILES_SQL):
+        self.relative_error = relative_error  # the sketch's, folded into every quantile interval; None: exact
+        self.quantiles_sql = quantiles_sql
         self.by = {(r["side"], _level_key(r)): r for r in counts}
         for q in quantiles:
             row = self.by[(q["side"], _level_key(q))]
@@ -273,17 +280,22 @@ class _Measure:
         check = self._new(name, gates)
         prefix = BY_NAME[name].figure
         n, p95 = row[f"{prefix}_n"], row[f"{prefix}_p95"]
-        check.rows, check.sql = n, f"sql/{QUANTILES_SQL}.sql"
+        check.rows, check.sql = n, f"sql/{self.f.quantiles_sql}.sql"
         needed = self.config.min_measured_rows if min_rows is None else min_rows
         if n < needed or not _finite(p95):
             check.short_of_data, check.note = True, f"{n} rows have a value; {needed} needed"
             return check
         check.measured = p95
-        check.interval = stats.quantile_interval(row[f"{prefix}_grid"], n, 0.95, self.config.statistics.confidence)
+        check.interval = self._interval(row[f"{prefix}_grid"], n)
         check.over_threshold = p95 > check.threshold
         if check.interval:
             check.borderline = check.interval[0] <= check.threshold < check.interval[1]
         return check
+
+    def _interval(self, grid: Any, n: int) -> tuple[float, float] | None:
+        """The p95's interval from order statistics, widened by the sketch's error when a sketch gave the grid."""
+        interval = stats.quantile_interval(grid, n, 0.95, self.config.statistics.confidence)
+        return sketch.widen(interval, self.f.relative_error) if self.f.relative_error else interval
 
     def peak_memory(self, row: dict, gates: Any) -> GateCheck:
         return self._budget("peak_memory", row, gates)
@@ -383,15 +395,14 @@ class _Measure:
             if cand and cand["total_n"] >= c.min_cloud_rows_for_baseline:
                 base, level = cand, LEVEL_NAMES[lvl]
                 break
-        check.rows, check.sql = row["total_n"], f"sql/{QUANTILES_SQL}.sql"
+        check.rows, check.sql = row["total_n"], f"sql/{self.f.quantiles_sql}.sql"
         if base is None or row["total_n"] < c.min_measured_rows:
             check.short_of_data, check.note = True, "too few weak-network rows on one side"
             return check
-        conf = c.statistics.confidence
         check.measured, check.baseline, check.baseline_level = row["total_p95"], base["total_p95"], level
         check.threshold = base["total_p95"]
-        check.interval = stats.quantile_interval(row["total_grid"], row["total_n"], 0.95, conf)
-        cloud_iv = stats.quantile_interval(base["total_grid"], base["total_n"], 0.95, conf)
+        check.interval = self._interval(row["total_grid"], row["total_n"])
+        cloud_iv = self._interval(base["total_grid"], base["total_n"])
         check.extra["baseline_interval_95"] = list(cloud_iv) if cloud_iv else None
         # fails on evidence: the edge's interval lies wholly above the cloud's
         slower = bool(check.interval and cloud_iv and check.interval[0] > cloud_iv[1])
@@ -488,18 +499,23 @@ def require_release(con: duckdb.DuckDBPyConnection, release: str) -> None:
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                   as_of: datetime | None = None, now: datetime | None = None) -> GateResult:
     now = clock.now(now or as_of)
-    as_of = as_of or now
+    estimator = quantiles.estimator(con, config)  # exact, or the rollup's sketch (whole days: as of midnight)
+    as_of = quantiles.window_end(as_of or now, estimator)
     require_release(con, release)
     window_start = as_of - timedelta(days=config.window_days)
     params = {"release": release, "window_start": window_start, "window_end": as_of}
+    error = config.engine.sketch_relative_error if estimator == quantiles.SKETCH else None
     figures = _Figures(_dicts(sqlfiles.run(con, COUNTS_SQL, params)),
-                       _dicts(sqlfiles.run(con, QUANTILES_SQL, {**params, "fractions": [0.95, *stats.QUANTILE_GRID]})))
+                       quantiles.segment_quantiles(con, params, [0.95, *stats.QUANTILE_GRID], config), error,
+                       quantiles.HISTOGRAMS_SQL if error else QUANTILES_SQL)
     device_days = {(t, tier, b): (n, over)
                    for t, tier, b, n, over in sqlfiles.run(con, DEVICE_DAYS_SQL, params).fetchall()}
     measure = _Measure(figures, device_days, config)
     segments = [measure.segment(row) for row in figures.segments()]
     release_wide = {"quality_loss": measure.release_quality()} if segments else {}
     result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
-                        cloud_only=not segments and figures.get("cloud", ()) is not None)
+                        cloud_only=not segments and figures.get("cloud", ()) is not None,
+                        quantiles={"estimator": estimator, "relative_error": error,
+                                   "engine": quantiles.engine_name(con)})
     _settle(result.checks(), config)
     return result
