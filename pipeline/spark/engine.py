@@ -48,6 +48,7 @@ class SparkEngine:
         self.spark = session
         self.warehouse = warehouse
         self.config = config
+        self._scope: dict[str, Any] | None = None
         self.refresh()
 
     def table(self, name: str) -> Any:
@@ -58,15 +59,32 @@ class SparkEngine:
         return (self.spark.read.schema(schema).option("basePath", self.warehouse.table_uri(name))
                 .parquet(self.warehouse.table_uri(name)))
 
-    def refresh(self) -> None:
-        """(Re)register the views; after a publish, so the new files are seen."""
+    def refresh(self, scope: dict[str, Any] | None = None) -> None:
+        """(Re)register the views: after a publish, so the new files are seen, or scoped to the partitions a
+        query can read (`scope`: release, first and last date), so Spark lists and reads only those."""
         for name in TABLES:
-            self.table(name).createOrReplaceTempView(name)
+            frame = self.table(name)
+            if scope and "release" in PARTITIONS[name]:
+                frame = _scoped(frame, scope)
+            frame.createOrReplaceTempView(name)
         n = self.config.network
         self.frame("views/settings_bound", {
             "weak_rtt_ms": n.weak_rtt_ms, "weak_network_types": list(n.weak_network_types),
             "daily_edge_seconds_cap": n.daily_edge_seconds_cap}).createOrReplaceTempView("settings_in_effect")
         self.spark.sql(dialect.spark_sql("ddl/derived#events_enriched")).createOrReplaceTempView("events_enriched")
+        self._scope = scope
+
+    def _rescope(self, params: dict[str, Any]) -> None:
+        """A query bound to a release and a time window reads only that release's partitions of those days:
+        the views are narrowed to them (a superset of its rows: `date` is the UTC day of event_time)."""
+        scope: dict[str, Any] = {}
+        if isinstance(params.get("release"), str):
+            scope["release"] = params["release"]
+        start, end = params.get("window_start"), params.get("window_end")
+        if isinstance(start, datetime) and isinstance(end, datetime):
+            scope["first"], scope["last"] = start.date().isoformat(), end.date().isoformat()
+        if scope != (self._scope or {}):
+            self.refresh(scope or None)
 
     def frame(self, relname: str, params: dict[str, Any] | None = None) -> Any:
         """The DataFrame of a SPARK_FILES entry (an INSERT's query: the caller writes it)."""
@@ -75,6 +93,7 @@ class SparkEngine:
 
     def run_sql_file(self, relname: str, params: dict[str, Any]) -> Rows:
         try:
+            self._rescope(params)
             df = self.frame(relname, params)
             rows = df.collect()
         except Exception as exc:
@@ -82,6 +101,16 @@ class SparkEngine:
                 raise
             raise EngineError(f"sql/{relname.partition('#')[0]}.sql on Spark: {spark_problem(exc)}") from None
         return Rows(list(df.columns), [tuple(_plain(v) for v in r) for r in rows])
+
+
+def _scoped(frame: Any, scope: dict[str, Any]) -> Any:
+    from pyspark.sql import functions as F
+
+    if "release" in scope:
+        frame = frame.where(F.col("release") == scope["release"])
+    if "first" in scope:
+        frame = frame.where((F.col("date") >= scope["first"]) & (F.col("date") <= scope["last"]))
+    return frame
 
 
 def _plain(value: Any) -> Any:
