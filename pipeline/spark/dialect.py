@@ -1,11 +1,13 @@
 """sql/ is written once, in DuckDB's dialect; Spark runs it through SQLGlot (pinned in pyproject.toml) with
 this small dialect subclass. SQLGlot's own Spark writer already turns `$name` into `:name`, lists into
 `array(...)`, `list_contains` into `array_contains`, intervals and `GROUP BY ALL`; the subclass adds the two
-rewrites it lacks:
+rewrites it lacks, and the DuckDB list functions it passes through by name:
 
 - DuckDB's multi-column `grouping(a, b, c)` -> `grouping(a) * 4 + grouping(b) * 2 + grouping(c)` (the same
   bit mask, in a form Spark accepts);
-- `quantile_cont(x, f)` -> `percentile(x, f)` (Spark's exact, interpolated percentile; `f` may be an array).
+- `quantile_cont(x, f)` -> `percentile(x, f)` (Spark's exact, interpolated percentile; `f` may be an array);
+- `quantile_disc(x, list)` -> the same order statistics from Spark's sorted values (it has no list form);
+- `list_position` / `list_extract` -> `array_position` / `try_element_at` with DuckDB's NULLs.
 
 `spark_sql(relname)` is what the Spark engine runs; tests/golden/spark/ holds the expected output of every
 file the gate and the rollup run on Spark (tests/golden/regenerate.py rewrites them, tests/test_transpile.py
@@ -52,6 +54,30 @@ def _percentile(gen: SparkGenerator, node: exp.PercentileCont) -> str:
     return f"PERCENTILE({gen.sql(node, 'this')}, {gen.sql(node, 'expression')})"
 
 
+def _percentile_disc(gen: SparkGenerator, node: exp.PercentileDisc) -> str:
+    """DuckDB's quantile_disc(x, f): the k-th smallest non-null value, k = max(1, ceil(n f)) in exact (decimal)
+    arithmetic. Spark has no list form, so a list (or a $parameter, which must be one) reads each fraction off
+    the sorted values; a number uses Spark's percentile_disc."""
+    x, f = gen.sql(node, "this"), gen.sql(node, "expression")
+    if isinstance(node.expression, exp.Literal):
+        return f"PERCENTILE_DISC({f}) WITHIN GROUP (ORDER BY {x})"
+    pick = (f"ELEMENT_AT(ARRAY_SORT(COLLECT_LIST({x})), "
+            f"GREATEST(1, CAST(CEIL(COUNT({x}) * CAST(q AS DECIMAL(20, 10))) AS INT)))")
+    return f"CASE WHEN COUNT({x}) = 0 THEN NULL ELSE TRANSFORM({f}, q -> {pick}) END"
+
+
+def _anonymous(gen: SparkGenerator, node: exp.Anonymous) -> str:
+    """DuckDB list functions SQLGlot passes through by name: list_position (NULL when absent, where Spark's
+    array_position gives 0) and list_extract (NULL out of range, where Spark's ANSI element_at raises)."""
+    name = node.name.lower()
+    args = [gen.sql(a) for a in node.expressions]
+    if name == "list_position" and len(args) == 2:
+        return f"NULLIF(ARRAY_POSITION({args[0]}, {args[1]}), 0)"
+    if name in ("list_extract", "list_element") and len(args) == 2:
+        return f"TRY_ELEMENT_AT({args[0]}, NULLIF({args[1]}, 0))"
+    return gen.anonymous_sql(node)
+
+
 class PipelineSpark(Spark):
     """Spark SQL as this project writes it (pinned: a SQLGlot upgrade shows up as a golden diff)."""
 
@@ -60,6 +86,8 @@ class PipelineSpark(Spark):
             **SparkGenerator.TRANSFORMS,
             exp.Grouping: _grouping,
             exp.PercentileCont: _percentile,
+            exp.PercentileDisc: _percentile_disc,
+            exp.Anonymous: _anonymous,
         }
 
 
