@@ -9,7 +9,7 @@ process and timed by wall clock:
   a. ingest (read and cast, Great Expectations validation, quarantine, dedupe, store), with the GX
      validation timed on its own;
   b. a full rollup refresh, with the daily log-bucket histograms (engine.quantiles: sketch on both);
-  c. the gate of release 4.12, with exact p95s and with the sketch.
+  c. the gate of release 4.12 (60 % of the rows), with exact p95s and with the sketch.
 DuckDB uses every core and Spark local[cores] (default: every core too): rows/s/core = rows / seconds /
 cores. The Spark
 session's start (10-20 s, once per process) is printed but not counted in any step. Every step checks that
@@ -143,16 +143,20 @@ def main() -> int:
     if len(set(verdicts.values())) != 1:
         sys.exit(f"the engines reached different verdicts: {verdicts}")
     rows = d["rows_read"]
+    with db.reading(duck) as con:  # the gate reads release 4.12's rows only
+        gated = con.execute("SELECT count(*) FROM events WHERE release = '4.12'").fetchone()[0]
     print(f"{rows:,} rows in {args.files} files, 14 days; {args.cores} cores each (DuckDB: all {os.cpu_count()}, "
           f"Spark local[{args.cores}]); Spark session start {session_start:.1f} s (not counted); "
           f"verdict of 4.12 on both: {verdicts[('duckdb', 'gate exact')]}")
+    print(f"rows/s/core: the gate steps count release 4.12's {gated:,} rows, the others every row read")
     print(f"{'step':<28}{'DuckDB s':>10}{'rows/s/core':>14}{'Spark s':>10}{'rows/s/core':>14}{'Spark/DuckDB':>14}")
     for step in ("ingest", "validation", "rollup", "gate exact", "gate sketch"):
         a, b = results["duckdb"][step], results["spark"][step]
         label = {"ingest": "ingest (all of it)", "validation": "  of which GX validation",
                  "rollup": "rollup (full, histograms)", "gate exact": "gate 4.12, exact p95s",
                  "gate sketch": "gate 4.12, sketch p95s"}[step]
-        print(f"{label:<28}{a:>10.1f}{rows / a / args.cores:>14,.0f}{b:>10.1f}{rows / b / args.cores:>14,.0f}"
+        n = gated if step.startswith("gate") else rows
+        print(f"{label:<28}{a:>10.1f}{n / a / args.cores:>14,.0f}{b:>10.1f}{n / b / args.cores:>14,.0f}"
               f"{b / a:>14.1f}")
     return 0
 
