@@ -215,7 +215,9 @@ class SparkIngestor:
     def _read(self, files: list[Path], known: dict[str, tuple], cast_dir: str) -> list[dict[str, Any]]:
         from pipeline.schema import SCHEMA_PATH
 
-        listing = self.spark.createDataFrame([(i, str(p)) for i, p in enumerate(files)], "_file INT, path STRING")
+        # absolute: the tasks may run elsewhere (a Spark Connect server, executors) with another working folder
+        listing = self.spark.createDataFrame([(i, str(p.absolute())) for i, p in enumerate(files)],
+                                             "_file INT, path STRING")
         known_shas = frozenset(known)
         schema_path = str(SCHEMA_PATH)
 
