@@ -153,6 +153,10 @@ def test_ingest_stores_the_same_manifest_quarantine_and_events(nightlies, spark_
                           .collect())
     assert len(spark_events) == len(duck_events) == totals[1]
     assert spark_events == duck_events
+    root = Path(spark_engine.warehouse.base)  # published: only the tables, nothing left in staging
+    assert sorted(p.name for p in root.iterdir()) == ["_staging", "events", "quarantine", "rollup_daily",
+                                                      "rollup_hist"]
+    assert list((root / "_staging").iterdir()) == []
 
 
 def test_rollup_figures_and_histograms_are_equal(nightlies, spark_engine):

@@ -140,7 +140,9 @@ class Warehouse:
             if not f.base_name.endswith(".parquet"):
                 continue
             rel = f.path[len(staging) + 1:].split("/")
-            table = rel[0].rpartition(".")[0]
+            table, _, mode = rel[0].rpartition(".")
+            if table not in TABLES or mode not in ("append", "replace"):
+                continue  # the batch's working files (the ingest's cast rows): dropped with the staging folder
             target_dir = self._path(table, *rel[1:-1])
             self.fs.create_dir(target_dir, recursive=True)
             self.fs.move(f.path, f"{target_dir}/{batch}-{rel[-1]}")
