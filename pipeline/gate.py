@@ -202,7 +202,7 @@ class GateResult:
             "window": {"start": self.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "end": self.as_of.strftime("%Y-%m-%dT%H:%M:%SZ")},
             "config": {"path": self.config_source, "digest": self.config_digest},
-            "quantiles": self.quantiles,
+            "quantiles": dict(self.quantiles),
             "release_wide": {g: c.to_dict() for g, c in self.release_wide.items()},
             "note": self.note,
             "segments": [s.to_dict() for s in self.segments],
