@@ -571,10 +571,11 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         raise UsageError(f"--landing {args.landing} is not a folder")
     config = _config(args)
     trigger = make_trigger(args.cron, args.interval_seconds, args.timezone)
+    spark = _spark(args, config) if _engine_name(args, config) == "spark" else None  # one session for every run
 
     def job() -> None:
         run, _ = run_nightly(_db(args), args.landing, _config(args), routing_dir=args.routing_dir, kind="scheduled",
-                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
+                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, engine=spark)
         print(run, flush=True)
 
     why = run_scheduler(_db(args), args.landing, config, trigger, args.misfire_grace_hours * 3600, job)
@@ -834,6 +835,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run missed by less than this still runs, once (default 24)")
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
     _batch_option(p)
+    _engine_options(p)
     p.set_defaults(func=cmd_schedule)
 
     p = sub.add_parser("runs", help="recent job runs and their outcome")
