@@ -32,7 +32,7 @@ $(SPARK_STAMP): $(STAMP)
 	touch $(SPARK_STAMP)
 
 test-spark: $(SPARK_STAMP)
-	$(BIN)/python -m pytest -m spark
+	$(BIN)/python -m pytest -m 'spark and not slow'
 
 bench-spark: $(SPARK_STAMP)
 	$(BIN)/python bench/spark.py

@@ -312,3 +312,43 @@ def test_rewritten_duckdb_functions_give_duckdb_results_on_spark(spark_engine):
     assert got.keys() == expected.keys()
     for g, row in expected.items():
         assert _close(list(got[g]), list(row), rel=1e-15), g
+
+
+@pytest.mark.slow
+def test_spark_connect_gives_the_local_sessions_gate(nightlies, spark_engine, gates, tmp_path):
+    """`--spark-remote sc://...`: a Spark Connect server of the pyspark package, started for this test (another
+    JVM, so `pytest -m "spark and slow"` runs it, not make test-spark)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_PID_DIR": str(tmp_path), "SPARK_LOG_DIR": str(tmp_path),
+           "PYSPARK_PYTHON": sys.executable, "SPARK_IDENT_STRING": f"pipeline-test-{port}"}
+    subprocess.run(["bash", str(home / "sbin" / "start-connect-server.sh"), "--master", "local[1]",
+                    "--conf", f"spark.connect.grpc.binding.port={port}"], env=env, check=True, capture_output=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the Spark Connect server did not start"
+            time.sleep(1)
+        done = run_cli("gate", "--spark-remote", f"sc://localhost:{port}", "--db", str(spark_engine.db_path),
+                       "--warehouse", str(spark_engine.warehouse), "--release", "4.21", "--as-of", "2026-11-27",
+                       "--dry-run", "--json", timeout=300)
+        assert done.returncode == 1, done.stderr
+        remote = json.loads(done.stdout)
+        local = gates[("sketch", "4.21")][1].to_dict()
+        for d in (remote, local):
+            d.pop("evaluated_at")
+        assert remote == local
+    finally:
+        subprocess.run(["bash", str(home / "sbin" / "stop-connect-server.sh")], env=env, capture_output=True)
