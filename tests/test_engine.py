@@ -84,3 +84,11 @@ def test_spark_files_are_package_data():
                  "spark/commit_batch.sql"):
         assert (package_data.folder("sql") / name).is_file()
     assert Path(ROOT / "tests" / "golden" / "spark" / "gate" / "segment_counts.sql").is_file()
+
+
+def test_a_warehouse_spark_cannot_reach_is_one_line_before_any_session(tmp_path):
+    done = run_cli("gate", "--engine", "spark", "--db", str(tmp_path / "t.duckdb"), "--warehouse", "nope://bucket/x",
+                   "--release", "4.12")
+    assert done.returncode == 2
+    assert done.stderr.startswith("pipeline gate: error: --warehouse nope://bucket/x: not a location pyarrow can "
+                                  "reach (") and done.stderr.count("\n") == 1

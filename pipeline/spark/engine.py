@@ -132,8 +132,8 @@ def open_engine(db_path: Path, config: Config, master: str | None = None, remote
     from pipeline.spark.storage import default_root
 
     settings = config.engine.spark
+    store = Warehouse(warehouse or settings.warehouse or default_root(db_path))  # a bad location fails before Spark
     session = get_session(SessionSpec.of(settings, master, remote))
-    root = warehouse or settings.warehouse or default_root(db_path)
-    engine = SparkEngine(session, Warehouse(root), config)
+    engine = SparkEngine(session, store, config)
     engine.db_path = db_path
     return engine

@@ -73,7 +73,11 @@ class Warehouse:
             self.uri = local.as_uri()
         else:
             fs_uri = self.root.replace("s3a://", "s3://", 1)
-            self.fs, self.base = pafs.FileSystem.from_uri(fs_uri)
+            try:
+                self.fs, self.base = pafs.FileSystem.from_uri(fs_uri)
+            except Exception as exc:  # pyarrow: ArrowInvalid for an unknown scheme, OSError for a missing library
+                raise UsageError(f"--warehouse {self.root}: not a location pyarrow can reach "
+                                 f"({str(exc).splitlines()[0]}); use a folder, hdfs://, s3a:// or gs://") from None
             self.uri = self.root
 
     def __str__(self) -> str:
