@@ -126,11 +126,11 @@ def test_nightly_runs_ok_on_both_engines_with_the_same_verdicts(nightlies):
 
 def test_ingest_stores_the_same_manifest_quarantine_and_events(nightlies, spark_engine):
     duck = nightlies[0]
-    manifest = ("SELECT path, status, rows_read, accepted, quarantined, duplicates, reason, extra_columns, "
+    manifest = ("SELECT file_id, path, status, rows_read, accepted, quarantined, duplicates, reason, extra_columns, "
                 "missing_columns FROM files ORDER BY path")
     duck_files, spark_files = _rows(duck, manifest), _rows(spark_engine.db_path, manifest)
     assert spark_files == duck_files
-    statuses = [(Path(p).name, s) for p, s, *_ in duck_files if s != "loaded"]
+    statuses = [(Path(p).name, s) for _, p, s, *_ in duck_files if s != "loaded"]
     assert sorted(statuses) == [("junk.parquet", "rejected"), ("no_device.parquet", "rejected")]
     totals = _rows(duck, "SELECT sum(rows_read), sum(accepted), sum(quarantined), sum(duplicates) FROM files")[0]
     assert totals[2] > 0 and totals[3] == 299  # every row of b.parquet but the invalid one is a duplicate

@@ -184,10 +184,11 @@ class SparkIngestor:
         try:
             if reads:
                 self._validate(reads, cast_dir)
-            ids = iter(self._reserve(len(manifest) + len(reads)))
-            manifest_ids = {i: next(ids) for i, _, _, _ in manifest}
+            order = sorted([i for i, _, _, _ in manifest] + list(reads))  # file_ids in file order, as on DuckDB
+            ids = dict(zip(order, self._reserve(len(order)), strict=True))
+            manifest_ids = {i: ids[i] for i, _, _, _ in manifest}
             for r in reads.values():
-                r.file_id = next(ids)
+                r.file_id = ids[r.index]
             stored = self._store(batch, reads, cast_dir) if reads else _Stored()
             for r in reads.values():
                 if r.rejected is not None:
