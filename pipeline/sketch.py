@@ -70,6 +70,25 @@ def quantiles(buckets: Sequence[int], counts: Sequence[int], fractions: Sequence
     return (v_lo + (h - lo) * (v_hi - v_lo)).tolist()
 
 
+def order_statistics(buckets: Sequence[int], counts: Sequence[int], fractions: Sequence[float],
+                     relative_error: float) -> list[float] | None:
+    """quantile_disc at each fraction from one histogram: the value of the k-th smallest, k = max(1, ceil(n f))
+    (DuckDB reads f as a decimal, so 0.81 x 300 is 243, not 244); None when the histogram is empty."""
+    from decimal import ROUND_CEILING, Decimal
+
+    b = np.asarray(buckets, dtype=np.int64)
+    c = np.asarray(counts, dtype=np.int64)
+    if c.sum() == 0:
+        return None
+    order = np.argsort(b)
+    b, c = b[order], c[order]
+    values = bucket_values(b, relative_error)
+    ends = np.cumsum(c)
+    n = int(ends[-1])
+    ks = [max(1, int((Decimal(n) * Decimal(repr(float(f)))).to_integral_value(ROUND_CEILING))) for f in fractions]
+    return values[np.searchsorted(ends, np.asarray(ks) - 1, side="right")].tolist()
+
+
 def widen(interval: tuple[float, float] | None, relative_error: float) -> tuple[float, float] | None:
     """An interval read off the sketch's quantiles, widened by the sketch's error: a bound b within e of the exact
     one, b*, has |b - b*| <= e |b*| <= e / (1 - e) |b|, so moving each bound away by that much still covers what

@@ -131,3 +131,22 @@ def test_cli_gate_names_the_estimator_and_refuses_a_stale_rollup(tmp_path):
     assert done.stderr.strip() == (
         "pipeline gate: error: the gate reads its p95s from the rollup's histograms (engine.quantiles: sketch), "
         f"and there is no rollup yet; run: pipeline aggregate --engine duckdb --config {config}")
+
+
+def test_order_statistics_are_quantile_disc_within_the_error():
+    """For a gate SQL that reads true order statistics (quantile_disc), the sketch gives the same ranks."""
+    import duckdb
+
+    rng = np.random.default_rng(11)
+    fractions = [0.95, 0.81, 0.5, 0.0, 1.0, *stats.QUANTILE_GRID]
+    with duckdb.connect() as con:
+        for n in (1, 3, 300, 4_321):
+            values = rng.lognormal(6, 1, n)
+            con.register(f"v{n}", pa.table({"x": values}))
+            exact = con.execute(f"SELECT quantile_disc(x, $f) FROM v{n}", {"f": fractions}).fetchall()[0][0]
+            buckets = np.array([sketch.bucket_of(float(x), E) for x in values])
+            keys, counts = np.unique(buckets, return_counts=True)
+            got = sketch.order_statistics(keys, counts, fractions, E)
+            assert all(abs(g - x) <= E * abs(x) * (1 + 1e-12) for g, x in zip(got, exact, strict=True)), n
+            # the same rank: the exact value lies in the bucket the sketch read
+            assert [sketch.bucket_of(x, E) for x in exact] == [sketch.bucket_of(g, E) for g in got]
