@@ -1,0 +1,320 @@
+"""`pipeline backtest`: the configured gate and rollout policy replayed night by night over stored
+telemetry, to measure its operating characteristics on a team's own data (README "How the gate
+decides"). Each run re-draws the random parts below (seeded), loads the variant into an in-memory
+warehouse and judges it on each night, advancing the rollout states as the nightly job would:
+
+- "as stored": the release itself (on a release you trust, every rollback is a false one);
+- A/A, cloud split: the cloud devices split at random into two halves, one half playing the edge;
+- A/A, edge split: the edge devices split at random, one half playing the cloud baseline;
+  in both A/A variants only the gates that compare with the cloud are enforced, since the two
+  halves are the same by construction and any rollback they cause is a false one;
+- injected regressions on the edge rows of the release: an adoption loss (a relative share of
+  adoptions becomes `abandoned`), a p95 slowdown (total_ms and ttft_ms times 1 + x), a memory
+  growth (peak and resident memory times 1 + x), a fallback spike (+x of the edge rows become
+  user fallbacks). Recall is the share of runs in which the injected gate rolled a segment back.
+
+Devices are the unit everywhere: splits and subsamples pick whole devices, so the correlation of
+one phone's requests is kept. `--segment-rows` subsamples devices until the median judged segment
+has about that many edge rows on the last night.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline import db, rollout, sqlfiles, stats
+from pipeline.aggregate import use_settings
+from pipeline.config import Config
+from pipeline.gate import GateResult, budget_params, evaluate_gate, require_release
+from pipeline.output_schema import SCHEMA_VERSION
+
+COMPARISON_GATES = ("quality_loss", "fallback_rate", "weak_network_latency")
+USER_FALLBACK = "edited"
+
+
+@dataclass(frozen=True)
+class Injection:
+    """A regression added to the edge rows: which gate it should trip, and how big. `apply` changes
+    the rows (Arrow); `in_warehouse`, when set, changes them after loading (SQL)."""
+
+    gate: str
+    size: float
+    label: str
+    apply: Callable[[pa.Table, np.random.Generator, float], pa.Table]
+    in_warehouse: str = ""  # the figure scale_to_budget.sql scales: 'total' | 'memory'
+
+
+def _unchanged(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table:
+    return t
+
+
+def _adoption_loss(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table:
+    edge = np.asarray(pc.not_equal(t["route"], "cloud"))
+    adopted = np.asarray(pc.equal(t["outcome"], "adopted"))
+    lose = edge & adopted & (rng.random(t.num_rows) < x)
+    return _set_outcome(t, lose, "abandoned")
+
+
+def _fallback_spike(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table:
+    edge = np.asarray(pc.not_equal(t["route"], "cloud"))
+    fallback = np.asarray(pc.is_in(t["outcome"], pa.array(["edited", "regenerated", "undone"]))) | np.asarray(
+        t["auto_fallback"])
+    share = fallback[edge].mean() if edge.any() else 0.0
+    p = min(1.0, x / max(1e-9, 1 - share))  # +x of all edge rows, taken from those not already falling back
+    spike = edge & ~fallback & (rng.random(t.num_rows) < p)
+    return _set_outcome(t, spike, USER_FALLBACK)
+
+
+def _set_outcome(t: pa.Table, mask: np.ndarray, outcome: str) -> pa.Table:
+    col = t["outcome"].combine_chunks()
+    new = pc.if_else(pa.array(mask), pa.scalar(outcome), col)
+    return t.set_column(t.schema.get_field_index("outcome"), "outcome", new)
+
+
+INJECTIONS: dict[str, tuple[str, str, Callable[[pa.Table, np.random.Generator, float], pa.Table], str]] = {
+    # name: (gate it targets, label, how, figure scaled in the warehouse). latency and memory put each
+    # segment's p95 at (1 + x) x its budget: a breach of that size, whatever the stored p95 was.
+    "adoption": ("quality_loss", "adoption -{x:.0%} relative", _adoption_loss, ""),
+    "latency": ("inference_duration", "latency p95 at {y:.2f}x budget", _unchanged, "total"),
+    "memory": ("peak_memory", "peak memory p95 at {y:.2f}x budget", _unchanged, "memory"),
+    "fallback": ("fallback_rate", "fallback +{x:.0%} of edge rows", _fallback_spike, ""),
+}
+DEFAULT_INJECTIONS = ("adoption=0.10", "latency=0.20", "memory=0.20", "fallback=0.10")
+
+
+def parse_injection(spec: str) -> Injection:
+    """`adoption=0.1`, `latency=0.25`, `memory=0.25`, `fallback=0.1`."""
+    name, _, value = spec.partition("=")
+    if name not in INJECTIONS:
+        raise ValueError(f"--inject {spec!r}: unknown regression {name!r}; known: {', '.join(INJECTIONS)} "
+                         "(e.g. --inject adoption=0.1)")
+    try:
+        x = float(value)
+    except ValueError:
+        raise ValueError(f"--inject {spec!r}: the size must be a number, e.g. {name}=0.1") from None
+    if not 0 < x < (1 if name in ("adoption", "fallback") else 100):
+        raise ValueError(f"--inject {spec!r}: the size must be > 0" + (" and < 1" if name in ("adoption", "fallback")
+                                                                        else ""))
+    gate, label, apply, figure = INJECTIONS[name]
+    return Injection(gate, x, label.format(x=x, y=1 + x), apply, figure)
+
+
+@dataclass
+class VariantResult:
+    name: str
+    kind: str  # stored | aa | inject
+    gate: str | None  # the injected gate
+    runs: int = 0
+    rolled_back: int = 0  # runs with a segment (or the release) rolled back by the last night
+    caught: int = 0  # injections: runs in which the injected gate rolled a segment back
+    first_nights: list[int] = field(default_factory=list)
+    segment_recall: list[float] = field(default_factory=list)  # share of judged segments failing the gate, last night
+    median_rows: list[int] = field(default_factory=list)
+    gates: dict[str, int] = field(default_factory=dict)  # gate -> runs it rolled a segment back in
+
+    @property
+    def counted(self) -> int:
+        return self.caught if self.kind == "inject" else self.rolled_back
+
+    def to_dict(self, confidence: float) -> dict[str, Any]:
+        lo, hi = stats.wilson(self.counted, self.runs, confidence) or (None, None)
+        return {"variant": self.name, "kind": self.kind, "gate": self.gate, "runs": self.runs,
+                "rolled_back": self.rolled_back, "caught": self.caught if self.kind == "inject" else None,
+                "rate": self.counted / self.runs if self.runs else None, "interval_95": [lo, hi],
+                "first_night_median": float(np.median(self.first_nights)) if self.first_nights else None,
+                "segment_recall": float(np.mean(self.segment_recall)) if self.segment_recall else None,
+                "median_segment_rows": int(np.median(self.median_rows)) if self.median_rows else None,
+                "rolled_back_by_gate": dict(sorted(self.gates.items()))}
+
+
+@dataclass
+class BacktestResult:
+    release: str
+    first_night: datetime
+    nights: int
+    runs: int
+    seed: int
+    segment_rows: int | None
+    config: Config
+    variants: list[VariantResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.config
+        return {"schema_version": SCHEMA_VERSION, "release": self.release,
+                "looks": [(self.first_night + timedelta(days=k)).strftime("%Y-%m-%d") for k in range(self.nights)],
+                "runs": self.runs, "seed": self.seed, "segment_rows": self.segment_rows,
+                "statistics": {"method": c.statistics.method, "alpha": round(1 - c.statistics.confidence, 6)},
+                "policy": dataclasses.asdict(c.rollout), "config": {"path": c.source, "digest": c.digest},
+                "variants": [v.to_dict(c.statistics.confidence) for v in self.variants]}
+
+    def __str__(self) -> str:
+        c = self.config
+        conf = c.statistics.confidence
+        last = self.first_night + timedelta(days=self.nights - 1)
+        lines = [f"backtest {self.release}: {self.runs} runs x {self.nights} nightly looks "
+                 f"({self.first_night:%Y-%m-%d} .. {last:%Y-%m-%d}), seed {self.seed}; statistics "
+                 f"{c.statistics.method}, alpha {1 - conf:g} per evaluation; rollout: roll back at "
+                 f"{c.rollout.fail_looks} failing of the last {c.rollout.window_looks} looks",
+                 "", f"{'variant':<52} {'rolled back / caught':>22} {'95% interval':>15} {'first night':>11} "
+                     f"{'segments':>9} {'seg rows':>9}"]
+        for v in self.variants:
+            d = v.to_dict(conf)
+            lo, hi = d["interval_95"]
+            rate = f"{v.counted} of {v.runs} ({d['rate']:.0%})" if v.runs else "-"
+            iv = f"{lo:.0%}-{hi:.0%}" if lo is not None else "-"
+            first = f"{d['first_night_median']:g}" if d["first_night_median"] is not None else "-"
+            recall = f"{d['segment_recall']:.0%}" if d["segment_recall"] is not None else "-"
+            rows = f"{d['median_segment_rows']:,}" if d["median_segment_rows"] is not None else "-"
+            lines.append(f"{v.name:<52} {rate:>22} {iv:>15} {first:>11} {recall:>9} {rows:>9}")
+        lines += ["",
+                  "rolled back: runs with a segment rolled back by the last night (a false rollback for as stored on a "
+                  "trusted release and for A/A);",
+                  "caught (injections): runs in which the injected gate rolled a segment back; first night: median "
+                  "night of the first rollback;",
+                  "segments: share of judged segments failing the injected gate on the last night; seg rows: median "
+                  "edge rows per judged segment then."]
+        return "\n".join(lines)
+
+
+@dataclass
+class NightLook:
+    night: int
+    result: GateResult
+    rolled_gates: set[str]  # gates behind segments rolled back after this look
+    rolled: bool
+
+
+def replay_nights(con: Any, release: str, config: Config, first_night: datetime, nights: int) -> list[NightLook]:
+    """Judge `release` in `con` as of first_night, +1 day, ... and advance the rollout states."""
+    states: dict[str, rollout.SegmentState] = {}
+    out = []
+    for k in range(nights):
+        result = evaluate_gate(con, release, config, as_of=first_night + timedelta(days=k))
+        for key, look in rollout.looks_of(result.to_dict()).items():
+            states[key] = rollout.advance(states.get(key, rollout.SegmentState(key)), look, config.rollout)
+        rolled = {k: s for k, s in states.items() if s.state in rollout.ROLLED}
+        out.append(NightLook(k + 1, result, {g for s in rolled.values() for g in s.failed_gates}, bool(rolled)))
+    return out
+
+
+def load_scratch(table: pa.Table, config: Config) -> Any:
+    con = db.scratch()
+    con.register("variant_rows", table)
+    con.execute("INSERT INTO events BY NAME SELECT * FROM variant_rows")
+    con.unregister("variant_rows")
+    use_settings(con, config)
+    return con
+
+
+def _device_uniforms(table: pa.Table, rng: np.random.Generator) -> np.ndarray:
+    """One uniform draw per device, spread to its rows: splits and subsamples keep devices whole."""
+    codes = pc.dictionary_encode(table["device_id"]).combine_chunks()
+    return rng.random(len(codes.dictionary))[np.asarray(codes.indices)]
+
+
+def _route(table: pa.Table, mask: np.ndarray, route: str) -> pa.Table:
+    new = pc.if_else(pa.array(mask), pa.scalar(route), table["route"].combine_chunks())
+    return table.set_column(table.schema.get_field_index("route"), "route", new)
+
+
+def _comparisons_only(config: Config) -> Config:
+    """The gates that compare with the cloud stay as configured; the others only observe."""
+    def only(gates: Any) -> Any:
+        return dataclasses.replace(gates, **{g: dataclasses.replace(getattr(gates, g), mode="observe")
+                                             for g in gates.names() if g not in COMPARISON_GATES})
+    return dataclasses.replace(config, gates=only(config.gates),
+                               task_overrides={t: only(g) for t, g in (config.task_overrides or {}).items()})
+
+
+def _median_segment_rows(result: GateResult) -> int:
+    judged = sorted(s.rows for s in result.judged)
+    return judged[len(judged) // 2] if judged else 0
+
+
+def backtest(con: Any, release: str, config: Config, as_of: datetime, nights: int | None = None,
+             runs: int = 20, segment_rows: int | None = None, injections: list[Injection] | None = None,
+             seed: int = 0) -> BacktestResult:
+    require_release(con, release)
+    window_start = as_of - timedelta(days=config.window_days)
+    source = con.sql(sqlfiles.sql_file("backtest/source").text,
+                     params={"release": release, "window_start": window_start, "window_end": as_of}).to_arrow_table()
+    first_day = datetime.combine(pc.min(source["event_time"]).as_py().date(), datetime.min.time())
+    available = max(1, math.ceil((as_of - first_day) / timedelta(days=1)))
+    nights = min(nights or available, available)
+    first_night = as_of - timedelta(days=nights - 1)
+    injections = injections if injections is not None else [parse_injection(s) for s in DEFAULT_INJECTIONS]
+    fraction = _subsample_fraction(source, release, config, as_of, segment_rows) if segment_rows else 1.0
+
+    aa_config = _comparisons_only(config)
+    variants: list[tuple[VariantResult, Config, Injection | None, Callable]] = [
+        (VariantResult("as stored", "stored", None), config, None, lambda t, rng: t),
+        (VariantResult("A/A, cloud devices split", "aa", None), aa_config, None, _aa_cloud),
+        (VariantResult("A/A, edge devices split", "aa", None), aa_config, None, _aa_edge),
+    ]
+    for inj in injections:
+        variants.append((VariantResult(f"{inj.label} ({inj.gate})", "inject", inj.gate), config, inj,
+                         lambda t, rng, inj=inj: inj.apply(t, rng, inj.size)))
+    for run in range(runs):
+        for i, (result, cfg, inj, make) in enumerate(variants):
+            rng = np.random.default_rng([seed, run, i])
+            table = source
+            if fraction < 1:
+                table = table.filter(pa.array(_device_uniforms(table, rng) < fraction))
+            scratch = load_scratch(make(table, rng), cfg)
+            if inj and inj.in_warehouse:
+                sqlfiles.run(scratch, "backtest/scale_to_budget",
+                             {"factor": 1 + inj.size, "figure": inj.in_warehouse, **_budgets(cfg)})
+            _count(result, replay_nights(scratch, release, cfg, first_night, nights))
+    return BacktestResult(release, first_night, nights, runs, seed, segment_rows, config,
+                          [v for v, *_ in variants])
+
+
+def _budgets(config: Config) -> dict[str, Any]:
+    wanted = sqlfiles.param_names(sqlfiles.sql_file("backtest/scale_to_budget"))
+    return {k: v for k, v in budget_params(config).items() if k in wanted}
+
+
+def _aa_cloud(t: pa.Table, rng: np.random.Generator) -> pa.Table:
+    t = t.filter(pc.equal(t["route"], "cloud"))
+    return _route(t, _device_uniforms(t, rng) < 0.5, "edge")
+
+
+def _aa_edge(t: pa.Table, rng: np.random.Generator) -> pa.Table:
+    t = t.filter(pc.not_equal(t["route"], "cloud"))
+    return _route(t, _device_uniforms(t, rng) < 0.5, "cloud")
+
+
+def _count(v: VariantResult, looks: list[NightLook]) -> None:
+    v.runs += 1
+    last = looks[-1]
+    v.median_rows.append(_median_segment_rows(last.result))
+    if last.rolled:
+        v.rolled_back += 1
+    for g in set().union(*(look.rolled_gates for look in looks)):
+        v.gates[g] = v.gates.get(g, 0) + 1
+    hit = [look.night for look in looks if (v.gate in look.rolled_gates if v.gate else look.rolled)]
+    if v.kind == "inject":
+        judged = last.result.judged
+        if judged:
+            v.segment_recall.append(sum(v.gate in s.failed_gates for s in judged) / len(judged))
+        if hit:
+            v.caught += 1
+    if hit:
+        v.first_nights.append(hit[0])
+
+
+def _subsample_fraction(source: pa.Table, release: str, config: Config, as_of: datetime, target: int) -> float:
+    """The share of devices to keep so the median judged segment has about `target` edge rows."""
+    result = evaluate_gate(load_scratch(source, config), release, config, as_of=as_of)
+    rows = sorted(s.rows for s in result.segments if s.rows > 0)
+    median = rows[len(rows) // 2] if rows else 0
+    return min(1.0, target / median) if median else 1.0
