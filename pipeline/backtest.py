@@ -215,10 +215,13 @@ def load_scratch(table: pa.Table, config: Config) -> Any:
     return con
 
 
-def _device_uniforms(table: pa.Table, rng: np.random.Generator) -> np.ndarray:
-    """One uniform draw per device, spread to its rows: splits and subsamples keep devices whole."""
+def _device_uniforms(table: pa.Table, rng: np.random.Generator, normal: bool = False) -> np.ndarray:
+    """One draw per device (uniform, or standard normal), spread to its rows: splits and subsamples
+    keep devices whole."""
     codes = pc.dictionary_encode(table["device_id"]).combine_chunks()
-    return rng.random(len(codes.dictionary))[np.asarray(codes.indices)]
+    count = len(codes.dictionary)
+    draws = rng.standard_normal(count) if normal else rng.random(count)
+    return draws[np.asarray(codes.indices)]
 
 
 def _route(table: pa.Table, mask: np.ndarray, route: str) -> pa.Table:
@@ -318,3 +321,131 @@ def _subsample_fraction(source: pa.Table, release: str, config: Config, as_of: d
     rows = sorted(s.rows for s in result.segments if s.rows > 0)
     median = rows[len(rows) // 2] if rows else 0
     return min(1.0, target / median) if median else 1.0
+
+
+# ------------------------------------------------------------------ simulated releases (backtest --simulated)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A simulated release rolled out over 14 nights, repeated over seeds: the README's operating
+    characteristics. p95_factor: edge latency redrawn so that every segment's true p95 is this x its
+    budget (device-correlated), and the share of segment looks failing inference_duration is counted."""
+
+    name: str
+    scenario: str
+    rows: int
+    clustered: bool = True
+    loss: float = 0.0
+    p95_factor: float | None = None
+
+
+SWEEPS: tuple[Sweep, ...] = (
+    Sweep("A/A, independent rows", "aa", 140_000, clustered=False),
+    Sweep("A/A, device-clustered", "aa", 140_000),
+    Sweep("adoption loss at the tolerance (3 %)", "aa", 140_000, loss=0.03),
+    Sweep("adoption loss 10 %, ~1,000 rows/segment", "aa", 140_000, loss=0.10),
+    Sweep("adoption loss 15 %, ~400 rows/segment", "aa", 56_000, loss=0.15),
+    Sweep("latency p95 at the budget, independent values", "healthy", 70_000, clustered=False, p95_factor=1.0),
+    Sweep("latency p95 at 1.2 x the budget, independent values", "healthy", 70_000, clustered=False,
+          p95_factor=1.2),
+    Sweep("latency p95 at the budget, device-clustered", "healthy", 70_000, p95_factor=1.0),
+    Sweep("latency p95 at 1.2 x the budget, device-clustered", "healthy", 70_000, p95_factor=1.2),
+)
+# the redrawn latency: lognormal with the simulator's typical spread within a segment (log-sd 0.27-0.45,
+# median 0.33); device-clustered, 40 % of its variance is the device's (CLUSTERED's speed sd 0.25 gives ~0.37)
+P95_LOG_SD, P95_DEVICE_SHARE = 0.35, 0.4
+
+
+@dataclass
+class SweepResult:
+    sweep: Sweep
+    runs: int = 0
+    ever: int = 0  # runs rolled back on some night
+    first_nights: list[int] = field(default_factory=list)
+    median_rows: list[int] = field(default_factory=list)
+    looks: int = 0  # p95 sweeps: judged segment looks of inference_duration ...
+    looks_failed: int = 0  # ... and how many failed
+    near_500: int = 0  # ... of those with 400-700 values
+    near_500_failed: int = 0
+
+    def to_dict(self, confidence: float) -> dict[str, Any]:
+        lo, hi = stats.wilson(self.ever, self.runs, confidence) or (None, None)
+        d: dict[str, Any] = {"sweep": self.sweep.name, "scenario": self.sweep.scenario, "rows": self.sweep.rows,
+                             "clustered": self.sweep.clustered, "loss": self.sweep.loss, "runs": self.runs,
+                             "rolled_back_some_night": self.ever, "rate": self.ever / self.runs if self.runs else None,
+                             "interval_95": [lo, hi],
+                             "first_night_median": float(np.median(self.first_nights)) if self.first_nights else None,
+                             "median_segment_rows": int(np.median(self.median_rows)) if self.median_rows else None}
+        if self.sweep.p95_factor is not None:
+            d.update(p95_factor=self.sweep.p95_factor, segment_looks=self.looks, segment_looks_failed=self.looks_failed,
+                     looks_400_700_values=self.near_500, looks_400_700_failed=self.near_500_failed)
+        return d
+
+
+def run_sweep(sweep: Sweep, seed: int, config: Config, nights: int = 14) -> SweepResult:
+    from pipeline.simulate import CLUSTERED, INDEPENDENT
+
+    looks = simulated_rollout(sweep.scenario, sweep.rows, seed, config, nights,
+                              CLUSTERED if sweep.clustered else INDEPENDENT, sweep.loss, sweep.p95_factor)
+    out = SweepResult(sweep, runs=1, median_rows=[_median_segment_rows(looks[-1].result)])
+    rolled = [look.night for look in looks if look.rolled]
+    if rolled:
+        out.ever, out.first_nights = 1, [rolled[0]]
+    if sweep.p95_factor is not None:
+        for look in looks:
+            for seg in look.result.judged:
+                check = seg.checks["inference_duration"]
+                if check.status in ("pass", "fail"):
+                    out.looks += 1
+                    out.looks_failed += check.status == "fail"
+                    if 400 <= check.rows <= 700:
+                        out.near_500 += 1
+                        out.near_500_failed += check.status == "fail"
+    return out
+
+
+def merge(results: list[SweepResult]) -> SweepResult:
+    total = SweepResult(results[0].sweep)
+    for r in results:
+        total.runs += r.runs
+        total.ever += r.ever
+        total.first_nights += r.first_nights
+        total.median_rows += r.median_rows
+        total.looks += r.looks
+        total.looks_failed += r.looks_failed
+        total.near_500 += r.near_500
+        total.near_500_failed += r.near_500_failed
+    return total
+
+
+def _redraw_latency(table: pa.Table, config: Config, factor: float, seed: int, share: float) -> pa.Table:
+    """Edge total_ms with a known true p95: budget x factor x exp(s (sqrt(r) u_device + sqrt(1-r) e) - 1.645 s)."""
+    rng = np.random.default_rng([seed, 95])
+    device = _device_uniforms(table, rng, normal=True)
+    budget = np.array([config.gates_for(t).inference_duration.max_p95_ms for t in table["task"].to_pylist()])
+    z = np.sqrt(share) * device + np.sqrt(1 - share) * rng.standard_normal(table.num_rows)
+    total = budget * factor * np.exp(P95_LOG_SD * z - 1.6448536269514722 * P95_LOG_SD)
+    edge = np.asarray(pc.not_equal(table["route"], "cloud"))
+    new_total = np.where(edge, np.round(total, 1), np.asarray(table["total_ms"]))
+    ttft = np.asarray(table["ttft_ms"].to_numpy(zero_copy_only=False), dtype=float)
+    new_ttft = np.where(edge & ~np.isnan(ttft), np.minimum(ttft, new_total), ttft)
+    table = table.set_column(table.schema.get_field_index("total_ms"), "total_ms", pa.array(new_total))
+    return table.set_column(table.schema.get_field_index("ttft_ms"), "ttft_ms",
+                            pa.array(new_ttft, mask=np.isnan(new_ttft)))
+
+
+def simulated_rollout(scenario: str, rows: int, seed: int, config: Config, nights: int = 14,
+                      population: Any = None, edge_adoption_loss: float = 0.0, p95_factor: float | None = None,
+                      start: datetime = datetime(2026, 11, 1)) -> list[NightLook]:
+    """A release of `pipeline simulate` rolled out over `nights` days (rows spread evenly), judged after
+    each night with the configured policy: the seed sweeps of the README's operating characteristics."""
+    from pipeline.simulate import INDEPENDENT, generate
+
+    table = generate("4.12", rows, scenario, seed=seed, start=start, days=nights,
+                     population=population or INDEPENDENT, edge_adoption_loss=edge_adoption_loss)
+    if p95_factor is not None:
+        table = _redraw_latency(table, config, p95_factor, seed,
+                                P95_DEVICE_SHARE if population not in (None, INDEPENDENT) else 0.0)
+    table = table.append_column("file_id", pa.array(np.zeros(table.num_rows, dtype=np.int32)))
+    return replay_nights(load_scratch(table, config), "4.12", config, start + timedelta(days=1), nights)

@@ -249,8 +249,9 @@ def _level_key(row: dict[str, Any]) -> tuple:
 
 def ratio(row: dict[str, Any], k: str, n: str) -> stats.DeviceRatio:
     """The device-level ratio k / n of one SQL row (sums named as in sql/gate/segment_counts.sql)."""
-    return stats.device_ratio(int(row["devices"]), float(row[n] or 0), float(row[k] or 0), float(row[f"{n}_nn"] or 0),
-                              float(row[f"{k}_kk"] or 0), float(row[f"{k}_kn"] or 0))
+    return stats.device_ratio(int(row.get(f"{n}_devices", row["devices"])), float(row[n] or 0),
+                              float(row[k] or 0), float(row[f"{n}_nn"] or 0), float(row[f"{k}_kk"] or 0),
+                              float(row[f"{k}_kn"] or 0))
 
 
 class _Figures:
@@ -350,7 +351,8 @@ class _Measure:
         check = self._new(name, gates)
         prefix = BY_NAME[name].figure
         n, p95 = row[f"{prefix}_n"], row.get(f"{prefix}_p95")
-        check.rows, check.devices, check.sql = n, row["devices"], f"sql/{COUNTS_SQL}.sql, sql/{QUANTILES_SQL}.sql"
+        check.rows, check.devices = n, row[f"{prefix}_n_devices"]
+        check.sql = f"sql/{COUNTS_SQL}.sql, sql/{QUANTILES_SQL}.sql"
         needed = self.config.min_measured_rows if min_rows is None else min_rows
         if n < needed or not _finite(p95):
             check.short_of_data, check.note = True, f"{n} rows have a value; {needed} needed"
@@ -450,7 +452,7 @@ class _Measure:
 
     def failure_detectability(self, row: dict, gates: Any) -> GateCheck:
         check = self._new("failure_detectability", gates)
-        check.rows, check.devices = row["failures"], row["devices"]
+        check.rows, check.devices = row["failures"], row["failures_devices"]
         if row["failures"] == 0:
             check.inapplicable, check.note = True, "no failures"
             return check
@@ -512,7 +514,7 @@ class _Measure:
             if cand and cand["total_n"] >= c.min_cloud_rows_for_baseline:
                 base, level, base_key = cand, LEVEL_NAMES[lvl], key
                 break
-        check.rows, check.devices = row["total_n"], row["devices"]
+        check.rows, check.devices = row["total_n"], row["total_n_devices"]
         check.sql = f"sql/{WEAK_SQL}.sql, sql/{QUANTILES_SQL}.sql"
         if base is None or row["total_n"] < c.min_measured_rows:
             check.short_of_data, check.note = True, "too few weak-network rows on one side"

@@ -66,6 +66,14 @@ def fmt_value(value: float | None) -> str:
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
+def fmt_interval(iv: Any) -> str:
+    """' [lo, hi]' of an interval; an open side (too few values to bound it) reads 'open'."""
+    if not iv:
+        return ""
+    lo, hi = (f"{v:.4g}" if v is not None else "open" for v in iv)
+    return f" [{lo}, {hi}]"
+
+
 def _gate_cell(check: Any) -> str:
     if check.status == "not_applicable":
         return "-"

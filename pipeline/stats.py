@@ -10,8 +10,9 @@ values, ...), and one phone sends many correlated requests, so:
   binomial one, and the effective counts are the counts divided by it.
 - Tests of a rate against a fixed threshold use the effective counts:
   - sequential (anytime-valid): a mixture likelihood ratio with a uniform prior
-    over the alternative side (Robbins 1970; Ville's inequality makes
-    P(ever M >= 1/alpha) <= alpha under the null, however often one looks);
+    over the alternatives up to 20 points past the threshold (Robbins 1970;
+    Ville's inequality makes P(ever M >= 1/alpha) <= alpha under the null,
+    however often one looks);
   - fixed (one look): the exact binomial tail, via the regularized incomplete
     beta function.
 - Tests that compare with the cloud are z statistics on device-level variances:
@@ -29,6 +30,7 @@ values, ...), and one phone sends many correlated requests, so:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -173,16 +175,22 @@ def binom_cdf(k: float, n: float, p: float) -> float:
 # ------------------------------------------------------------------ tests of a rate against a threshold
 
 
+MIXTURE_WIDTH = 0.2  # the prior of the rate tests spreads evenly over alternatives up to 20 points past p0
+
+
 def _log_mixture_lr(k: float, n: float, p0: float, above: bool) -> float:
-    """log of the likelihood ratio of a uniform prior on (p0, 1) (above) or (0, p0) (below)
-    against p = p0, for k successes in n: a nonnegative martingale under p0."""
-    log_l0 = k * math.log(p0) + (n - k) * math.log1p(-p0)
-    # 1 - I_x(a, b) = I_(1-x)(b, a): no cancellation when the tail is small
-    tail = betainc(n - k + 1, k + 1, 1 - p0) if above else betainc(k + 1, n - k + 1, p0)
-    width = 1 - p0 if above else p0
-    if tail <= 0:
+    """log of the likelihood ratio of a uniform prior on (p0, p0 + w) (above) or (p0 - w, p0) (below),
+    w = MIXTURE_WIDTH clipped to [0, 1], against p = p0, for k successes in n: a nonnegative
+    supermartingale under any rate on the null side, so Ville's inequality bounds its crossing."""
+    a, b = k + 1, n - k + 1
+    lo, hi = (p0, min(1.0, p0 + MIXTURE_WIDTH)) if above else (max(0.0, p0 - MIXTURE_WIDTH), p0)
+    lower = betainc(a, b, lo)
+    # the prior's mass as I(hi) - I(lo), or as the difference of upper tails, whichever does not cancel
+    mass = betainc(a, b, hi) - lower if lower < 0.5 else betainc(b, a, 1 - lo) - betainc(b, a, 1 - hi)
+    if mass <= 0:
         return -math.inf
-    return log_beta(k + 1, n - k + 1) + math.log(tail) - math.log(width) - log_l0
+    log_l0 = k * math.log(p0) + (n - k) * math.log1p(-p0)
+    return log_beta(a, b) + math.log(mass) - math.log(hi - lo) - log_l0
 
 
 def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool) -> float:
@@ -196,6 +204,7 @@ def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool) -
     return binom_sf(k, n, p0) if above else binom_cdf(k, n, p0)
 
 
+@functools.lru_cache(maxsize=1024)
 def values_needed(p0: float, above: bool, alpha: float, sequential: bool, limit: int = 10_000_000) -> int | None:
     """The fewest (effective) values with which the most extreme outcome (all beyond p0, or none)
     reaches alpha: fewer can never decide, so the gate says insufficient_data and this figure."""
@@ -313,6 +322,7 @@ def wilson(k: float, n: float, confidence: float) -> tuple[float, float] | None:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+@functools.lru_cache(maxsize=4096)
 def order_statistic_ranks(n: int, p: float, confidence: float) -> tuple[int | None, int | None]:
     """1-based ranks (l, u) of the order statistics that bound the p-quantile of n values with
     probability >= confidence (each side (1 - confidence) / 2), exact from the binomial:
@@ -339,7 +349,7 @@ def quantile_interval(grid_values: Sequence[float] | None, n: float, p: float,
     """Bounds for the p-quantile read off quantile_disc over QUANTILE_GRID: exact ranks for
     `n` values (pass the effective count to carry the design effect), rounded outwards onto the
     grid. A side is None where no order statistic bounds it."""
-    if not grid_values or n < 1:
+    if grid_values is None or len(grid_values) == 0 or n < 1:
         return None
     whole = int(math.floor(n))
     lo_rank, hi_rank = order_statistic_ranks(whole, p, confidence)

@@ -306,7 +306,7 @@ def test_text(name: str, t: Any) -> str:
     """One test as people read it: what it found, at which level, and how."""
     what = f"{name.replace('_', ' ')} " if name else ""
     p = "p not computed" if t.p_value is None or not math.isfinite(t.p_value) else p_text(t.p_value)
-    alpha = f" against alpha {t.alpha:.2g}" if t.alpha is not None else ""
+    alpha = f" against alpha {t.alpha * 100:.2g}%" if t.alpha is not None else ""
     if t.burden == "prove_safe":
         found = "shown within the threshold" if t.rejected else "not shown within the threshold"
     else:

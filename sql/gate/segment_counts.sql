@@ -4,7 +4,7 @@
 -- The unit of independence is the device: stage 1 counts per device (within each level), stage 2
 -- sums those counts and their squares, from which pipeline/stats.py gets each ratio's
 -- cluster-robust variance (k = numerator, n = denominator: <k>, <k>_kk = sum k_i^2, <k>_kn = sum k_i n_i,
--- <n>, <n>_nn = sum n_i^2). `*_over` counts values above the task's p95 budget ($budget_tasks
+-- <n>, <n>_nn = sum n_i^2, <n>_devices = devices with n_i > 0). `*_over` counts values above the task's p95 budget ($budget_tasks
 -- names the tasks with their own budget, the *_budget lists hold them in the same order).
 WITH picked AS (
     SELECT *, CASE WHEN on_device THEN 'edge' ELSE 'cloud' END AS side,
@@ -46,21 +46,22 @@ SELECT side, task, device_tier, network_bucket, level,  -- 0 segment, 1 task x t
        sum(adopted) AS adopted, sum(adopted * adopted) AS adopted_kk, sum(adopted * rows) AS adopted_kn,
        sum(fallbacks) AS fallbacks, sum(fallbacks * fallbacks) AS fallbacks_kk, sum(fallbacks * rows) AS fallbacks_kn,
        sum(failures) AS failures, sum(failures * failures) AS failures_nn,
+       count(*) FILTER (WHERE failures > 0) AS failures_devices,
        sum(detected) AS detected, sum(detected * detected) AS detected_kk, sum(detected * failures) AS detected_kn,
-       sum(throttled_n) AS throttled_n, sum(throttled_n * throttled_n) AS throttled_n_nn,
+       sum(throttled_n) AS throttled_n, sum(throttled_n * throttled_n) AS throttled_n_nn, count(*) FILTER (WHERE throttled_n > 0) AS throttled_n_devices,
        sum(throttled) AS throttled, sum(throttled * throttled) AS throttled_kk,
        sum(throttled * throttled_n) AS throttled_kn,
-       sum(peak_n) AS peak_n, sum(peak_n * peak_n) AS peak_n_nn,
+       sum(peak_n) AS peak_n, sum(peak_n * peak_n) AS peak_n_nn, count(*) FILTER (WHERE peak_n > 0) AS peak_n_devices,
        sum(peak_over) AS peak_over, sum(peak_over * peak_over) AS peak_over_kk, sum(peak_over * peak_n) AS peak_over_kn,
-       sum(resident_n) AS resident_n, sum(resident_n * resident_n) AS resident_n_nn,
+       sum(resident_n) AS resident_n, sum(resident_n * resident_n) AS resident_n_nn, count(*) FILTER (WHERE resident_n > 0) AS resident_n_devices,
        sum(resident_over) AS resident_over, sum(resident_over * resident_over) AS resident_over_kk,
        sum(resident_over * resident_n) AS resident_over_kn,
-       sum(total_n) AS total_n, sum(total_n * total_n) AS total_n_nn,
+       sum(total_n) AS total_n, sum(total_n * total_n) AS total_n_nn, count(*) FILTER (WHERE total_n > 0) AS total_n_devices,
        sum(total_over) AS total_over, sum(total_over * total_over) AS total_over_kk,
        sum(total_over * total_n) AS total_over_kn,
-       sum(cold_n) AS cold_n, sum(cold_n * cold_n) AS cold_n_nn,
+       sum(cold_n) AS cold_n, sum(cold_n * cold_n) AS cold_n_nn, count(*) FILTER (WHERE cold_n > 0) AS cold_n_devices,
        sum(cold_over) AS cold_over, sum(cold_over * cold_over) AS cold_over_kk, sum(cold_over * cold_n) AS cold_over_kn,
-       sum(rise_n) AS rise_n, sum(rise_n * rise_n) AS rise_n_nn,
+       sum(rise_n) AS rise_n, sum(rise_n * rise_n) AS rise_n_nn, count(*) FILTER (WHERE rise_n > 0) AS rise_n_devices,
        sum(rise_over) AS rise_over, sum(rise_over * rise_over) AS rise_over_kk, sum(rise_over * rise_n) AS rise_over_kn
 FROM per_device
 GROUP BY side, task, device_tier, network_bucket, level
