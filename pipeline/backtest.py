@@ -181,7 +181,7 @@ class BacktestResult:
                   "caught (injections): runs in which the injected gate rolled a segment back; first night: median "
                   "night of the first rollback;",
                   "segments: share of judged segments failing the injected gate on the last night; seg rows: median "
-                  "edge rows per judged segment then."]
+                  "edge rows per segment then."]
         return "\n".join(lines)
 
 
@@ -239,8 +239,9 @@ def _comparisons_only(config: Config) -> Config:
 
 
 def _median_segment_rows(result: GateResult) -> int:
-    judged = sorted(s.rows for s in result.judged)
-    return judged[len(judged) // 2] if judged else 0
+    """Median edge rows over the release's segments (judged or not): the size a sweep is named by."""
+    rows = sorted(s.rows for s in result.segments)
+    return rows[len(rows) // 2] if rows else 0
 
 
 def backtest(con: Any, release: str, config: Config, as_of: datetime, nights: int | None = None,
@@ -433,6 +434,67 @@ def _redraw_latency(table: pa.Table, config: Config, factor: float, seed: int, s
     table = table.set_column(table.schema.get_field_index("total_ms"), "total_ms", pa.array(new_total))
     return table.set_column(table.schema.get_field_index("ttft_ms"), "ttft_ms",
                             pa.array(new_ttft, mask=np.isnan(new_ttft)))
+
+
+@dataclass
+class SimulatedResult:
+    """`pipeline backtest --simulated`: the sweeps of SWEEPS over `runs` seeds each."""
+
+    runs: int
+    nights: int
+    config: Config
+    results: list[SweepResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.config
+        return {"schema_version": SCHEMA_VERSION, "simulated": True, "runs": self.runs, "nights": self.nights,
+                "statistics": {"method": c.statistics.method, "alpha": round(1 - c.statistics.confidence, 6)},
+                "policy": dataclasses.asdict(c.rollout), "config": {"path": c.source, "digest": c.digest},
+                "sweeps": [r.to_dict(c.statistics.confidence) for r in self.results]}
+
+    def __str__(self) -> str:
+        c = self.config
+        conf = c.statistics.confidence
+        lines = [f"simulated releases: {self.runs} seeds each, judged on each of {self.nights} nights; statistics "
+                 f"{c.statistics.method}, alpha {1 - conf:g} per evaluation; rollout: roll back at "
+                 f"{c.rollout.fail_looks} failing of the last {c.rollout.window_looks} looks", "",
+                 f"{'release':<56} {'rolled back on some night':>26} {'95% interval':>13} {'first night':>11} "
+                 f"{'seg rows':>8}  p95 gate: failing looks (400-700 values)"]
+        for r in self.results:
+            d = r.to_dict(conf)
+            lo, hi = d["interval_95"]
+            first = f"{d['first_night_median']:g}" if d["first_night_median"] is not None else "-"
+            looks = ""
+            if r.sweep.p95_factor is not None:
+                looks = (f"{_share(r.looks_failed, r.looks)} of {r.looks:,} looks "
+                         f"({_share(r.near_500_failed, r.near_500)} of {r.near_500:,})")
+            rate = f"{r.ever} of {r.runs} ({d['rate']:.0%})"
+            interval = f"{lo:.0%}-{hi:.0%}"
+            lines.append(f"{r.sweep.name:<56} {rate:>26} {interval:>13} {first:>11} "
+                         f"{d['median_segment_rows']:>8,}  {looks}")
+        lines += ["", "rolled back on some night: the rollout state machine rolled a segment (or the release) back on "
+                      "at least one of the nights; first night: median night of the first rollback; seg rows: median "
+                      "edge rows per segment on the last night; p95 gate: inference_duration looks that "
+                      "failed, of all judged segment looks (and of those with 400-700 values)."]
+        return "\n".join(lines)
+
+
+def _share(k: int, n: int) -> str:
+    return f"{k / n:.1%}" if n else "-"
+
+
+def simulated(config: Config, runs: int, jobs: int = 1, sweeps: tuple[Sweep, ...] = SWEEPS,
+              nights: int = 14) -> SimulatedResult:
+    """Every sweep over seeds 0 .. runs - 1, in `jobs` processes."""
+    tasks = [(sweep, seed, config, nights) for sweep in sweeps for seed in range(runs)]
+    if jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+            done = pool.starmap(run_sweep, tasks)
+    else:
+        done = [run_sweep(*t) for t in tasks]
+    return SimulatedResult(runs, nights, config, [merge(done[i * runs:(i + 1) * runs]) for i in range(len(sweeps))])
 
 
 def simulated_rollout(scenario: str, rows: int, seed: int, config: Config, nights: int = 14,

@@ -16,6 +16,7 @@ that need them, so `pipeline --help` and `pipeline gate` start fast.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import os
@@ -446,8 +447,20 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     from pipeline.backtest import backtest, parse_injection
 
     config = _config(args)
-    if args.runs < 1 or (args.nights is not None and args.nights < 1) or (args.segment_rows or 1) < 1:
-        raise UsageError("--runs, --nights and --segment-rows must be >= 1")
+    if args.method:
+        config = dataclasses.replace(config, statistics=dataclasses.replace(config.statistics, method=args.method))
+    if args.runs < 1 or (args.nights is not None and args.nights < 1) or (args.segment_rows or 1) < 1 \
+            or args.jobs < 1:
+        raise UsageError("--runs, --nights, --segment-rows and --jobs must be >= 1")
+    if args.simulated:
+        if args.release:
+            raise UsageError("--simulated judges simulated releases: leave out --release")
+        from pipeline.backtest import simulated
+
+        _show(args, simulated(config, args.runs, jobs=args.jobs, nights=args.nights or 14))
+        return EXIT_OK
+    if not args.release:
+        raise UsageError("backtest needs --release R (or --simulated)")
     try:
         injections = [parse_injection(s) for s in args.inject] if args.inject else None
     except ValueError as exc:
@@ -605,7 +618,8 @@ EXAMPLES = {
               "pipeline ledger --release 4.12 --candidate gates/candidates/rewrite.yaml --json",
     "state": "pipeline state --release 4.12\npipeline state --release 4.12 --json",
     "backtest": "pipeline backtest --release 4.11 --as-of 2026-12-01 --runs 20\n"
-                "pipeline backtest --release 4.11 --segment-rows 400 --inject adoption=0.15 --json",
+                "pipeline backtest --release 4.11 --segment-rows 400 --inject adoption=0.15 --json\n"
+                "pipeline backtest --simulated --runs 100 --jobs 2",
     "history": "pipeline history --release 4.12 --format table",
     "nightly": "pipeline nightly --landing sample_logs --as-of 2026-12-01 --report-dir reports\n"
                "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing",
@@ -761,11 +775,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run it on a release you trust after changing a threshold or the statistics: "
                                    "each run re-splits devices or re-injects a regression (seeded) and judges "
                                    "every night of the window with the configured policy.")
-    p.add_argument("--release", required=True)
+    p.add_argument("--release", help="a release in the warehouse (one you trust: its rollbacks are false ones)")
+    p.add_argument("--simulated", action="store_true",
+                   help="instead, the simulated releases of the README's operating characteristics (14 nights each)")
     _db_option(p)
     _config_option(p)
     _as_of_option(p)
     p.add_argument("--nights", type=int, help="nightly looks, ending at --as-of (default: every day with data)")
+    p.add_argument("--method", choices=("sequential", "fixed"), help="override statistics.method of the config")
+    p.add_argument("--jobs", type=int, default=1, help="processes for --simulated (default 1)")
     p.add_argument("--runs", type=int, default=20, help="seeded repetitions per variant (default 20)")
     p.add_argument("--segment-rows", type=int, metavar="N",
                    help="subsample devices to about N edge rows in the median segment on the last night")
