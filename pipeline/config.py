@@ -192,8 +192,8 @@ class Config:
     min_rows_per_segment: int = _f(200, 1, 10_000_000)
     min_measured_rows: int = _f(100, 1, 10_000_000, help="rows with a value a p95 or rate gate needs")
     min_cloud_rows_for_baseline: int = _f(100, 1, 10_000_000)
-    min_devices: int = _f(20, 2, 10_000_000, help="devices a test needs on each side: fewer give no trustworthy "
-                          "device-level variance, and the check is insufficient_data")
+    min_devices: int = _f(20, 2, 10_000_000, help="devices a figure needs for its device-level variance to be "
+                          "trusted; with fewer, every device's rows count as fully correlated (the worst case)")
     window_days: int = _f(14, 1, 3650)
     tasks: tuple[str, ...] = _f((), blank=False, help="the product tasks task_overrides may name")
     network: Network = Network()

@@ -247,11 +247,11 @@ def _level_key(row: dict[str, Any]) -> tuple:
             2: (row["task"], "*", row["network_bucket"]), 3: (row["task"],), 7: ()}[level]
 
 
-def ratio(row: dict[str, Any], k: str, n: str) -> stats.DeviceRatio:
+def ratio(row: dict[str, Any], k: str, n: str, min_devices: int) -> stats.DeviceRatio:
     """The device-level ratio k / n of one SQL row (sums named as in sql/gate/segment_counts.sql)."""
     return stats.device_ratio(int(row.get(f"{n}_devices", row["devices"])), float(row[n] or 0),
                               float(row[k] or 0), float(row[f"{n}_nn"] or 0), float(row[f"{k}_kk"] or 0),
-                              float(row[f"{k}_kn"] or 0))
+                              float(row[f"{k}_kn"] or 0), min_devices)
 
 
 class _Figures:
@@ -307,19 +307,12 @@ class _Measure:
 
     def segment(self, row: dict[str, Any]) -> Segment:
         gates = self.config.gates_for(row["task"])
-        checks = {spec.name: self._enough_devices(getattr(self, spec.name)(row, gates)) for spec in GATES}
+        checks = {spec.name: getattr(self, spec.name)(row, gates) for spec in GATES}
         return Segment(row["task"], row["device_tier"], row["network_bucket"], row["rows"], checks,
                        self.config.min_rows_per_segment)
 
-    def _enough_devices(self, check: GateCheck) -> GateCheck:
-        """A device-level variance needs devices: with fewer than min_devices on a side the check's tests
-        are dropped (no decision either way) and it says how many it has."""
-        need = self.config.min_devices
-        have = min([check.devices] + ([check.extra["cloud_devices"]] if "cloud_devices" in check.extra else []))
-        if check.tests and have < need:
-            check.tests, check.short_of_data, check.values_needed = {}, True, None
-            check.note = (check.note + "; " if check.note else "") + f"{have} devices on a side; {need} needed"
-        return check
+    def ratio(self, row: dict[str, Any], k: str, n: str) -> stats.DeviceRatio:
+        return ratio(row, k, n, self.config.min_devices)
 
     def _new(self, name: str, gates: Any) -> GateCheck:
         settings = getattr(gates, name)
@@ -337,6 +330,9 @@ class _Measure:
         kind = "mixture likelihood ratio (always valid)" if self.sequential else "exact binomial"
         check.tests[name] = Test(p, check.burden, f"{kind} on device-adjusted counts: {what} "
                                                   f"{'<' if above != harm_above else '>'} {p0:g}")
+        if r.devices < self.config.min_devices:
+            check.note = (check.note + "; " if check.note else "") + (
+                f"only {r.devices} devices: their rows counted as fully correlated")
         alpha = 1 - self.conf if safe else self.split[(check.gate, name)]
         need = stats.values_needed(p0, above, alpha, self.sequential)
         if need is not None and r.n_eff < need and check.values_needed is None:
@@ -357,7 +353,7 @@ class _Measure:
         if n < needed or not _finite(p95):
             check.short_of_data, check.note = True, f"{n} rows have a value; {needed} needed"
             return check
-        over = ratio(row, f"{prefix}_over", f"{prefix}_n")
+        over = self.ratio(row, f"{prefix}_over", f"{prefix}_n")
         check.measured, check.design_effect = p95, over.design_effect
         check.extra["share_over_budget"] = over.rate
         check.interval = stats.quantile_interval(row[f"{prefix}_grid"], over.n_eff, P95, self.conf)
@@ -415,18 +411,18 @@ class _Measure:
             check = self._new("quality_loss", self.config.gates)
             check.short_of_data, check.note = True, "no cloud baseline with enough rows"
             return check
-        return self._enough_devices(self._quality(strata, edge_all, cloud_all, "release", self.config.gates,
-                                                  "stratified over task x tier x network bucket"))
+        return self._quality(strata, edge_all, cloud_all, "release", self.config.gates,
+                             "stratified over task x tier x network bucket")
 
     def _quality(self, cells: list[tuple[dict, dict]], edge_pool: dict, cloud_pool: dict, level: str,
                  gates: Any, note: str) -> GateCheck:
         """Farrington-Manning score test of edge >= (1 - tolerance) x cloud adoption, strata combined with
         Mantel-Haenszel weights, each arm's variance times its device design effect over the pool."""
         check = self._new("quality_loss", gates)
-        deff_e = ratio(edge_pool, "adopted", "rows").design_effect
-        deff_c = ratio(cloud_pool, "adopted", "rows").design_effect
-        strata = [stats.Stratum(_with_deff(ratio(e, "adopted", "rows"), deff_e),
-                                _with_deff(ratio(cl, "adopted", "rows"), deff_c)) for e, cl in cells]
+        deff_e = self.ratio(edge_pool, "adopted", "rows").design_effect
+        deff_c = self.ratio(cloud_pool, "adopted", "rows").design_effect
+        strata = [stats.Stratum(_with_deff(self.ratio(e, "adopted", "rows"), deff_e),
+                                _with_deff(self.ratio(cl, "adopted", "rows"), deff_c)) for e, cl in cells]
         if not strata or all(s.cloud.k == 0 for s in strata):
             check.short_of_data, check.note = True, "no cloud baseline with enough rows"
             return check
@@ -456,7 +452,7 @@ class _Measure:
         if row["failures"] == 0:
             check.inapplicable, check.note = True, "no failures"
             return check
-        r = ratio(row, "detected", "failures")
+        r = self.ratio(row, "detected", "failures")
         check.measured, check.design_effect = r.rate, r.design_effect
         check.interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
         check.borderline = _straddles(check.interval, check.threshold)
@@ -466,7 +462,7 @@ class _Measure:
     def fallback_rate(self, row: dict, gates: Any) -> GateCheck:
         c = self.config
         check = self._new("fallback_rate", gates)
-        r = ratio(row, "fallbacks", "rows")
+        r = self.ratio(row, "fallbacks", "rows")
         check.rows, check.devices, check.design_effect = row["rows"], row["devices"], r.design_effect
         check.measured = r.rate
         check.interval = stats.wilson(r.k_eff, r.n_eff, c.statistics.confidence)
@@ -480,13 +476,8 @@ class _Measure:
         if base is None:
             check.short_of_data, check.note = True, "no cloud baseline with enough rows (ceiling judged alone)"
             return check
-        cloud = ratio(base, "fallbacks", "rows")
+        cloud = self.ratio(base, "fallbacks", "rows")
         check.baseline, check.baseline_level = cloud.rate, level
-        if base["devices"] < c.min_devices:
-            check.short_of_data = True
-            check.note = (f"the cloud baseline has {base['devices']} devices; {c.min_devices} needed "
-                          "(ceiling judged alone)")
-            return check
         var = r.variance + cloud.variance
         if not math.isfinite(var):
             var = r.binomial_variance * r.design_effect + cloud.binomial_variance * cloud.design_effect
@@ -523,7 +514,6 @@ class _Measure:
         cloud = self._log_p95(base, self.f.weak.get(("cloud", base_key)))
         check.measured, check.baseline, check.baseline_level = row["total_p95"], base["total_p95"], level
         check.threshold = base["total_p95"]
-        check.extra["cloud_devices"] = self.f.weak.get(("cloud", base_key), {}).get("devices", 0)
         check.interval = stats.quantile_interval(row["total_grid"], row["total_n"] / (edge[2] or 1), P95, self.conf)
         check.extra["baseline_interval_95"] = list(stats.quantile_interval(
             base["total_grid"], base["total_n"] / (cloud[2] or 1), P95, self.conf) or []) or None
@@ -547,7 +537,8 @@ class _Measure:
         if weak is None or not _finite(p95) or p95 <= 0:
             return math.nan, None, None
         share = stats.device_ratio(int(weak["devices"]), float(weak["total_n"]), float(weak["above"]),
-                                   float(weak["total_n_nn"]), float(weak["above_kk"]), float(weak["above_kn"]))
+                                   float(weak["total_n_nn"]), float(weak["above_kk"]), float(weak["above_kn"]),
+                                   self.config.min_devices)
         h = min(stats.hall_sheather(n, P95, self.conf), 0.999 - P95, P95 - 0.80)
         spread = stats.grid_value(row["total_grid"], P95 + h) - stats.grid_value(row["total_grid"], P95 - h)
         share_var = max(share.variance, P95 * (1 - P95) / n) if math.isfinite(share.variance) else math.nan
@@ -561,7 +552,7 @@ class _Measure:
         ceiling = gates.thermal.max_throttled_share
         check.extra["max_throttled_share"] = ceiling
         if row["throttled_n"] >= self.config.min_measured_rows:
-            r = ratio(row, "throttled", "throttled_n")
+            r = self.ratio(row, "throttled", "throttled_n")
             check.extra["throttled_share"] = r.rate
             self._rate_test(check, "throttled_share", r, ceiling, harm_above=True, what="throttled share")
         elif not check.short_of_data:
@@ -576,7 +567,7 @@ class _Measure:
             check.short_of_data, check.note = True, "no device-days in the window"
             return check
         r = stats.device_ratio(int(dd["devices"]), float(dd["days"]), float(dd["over_cap"]), float(dd["days_nn"]),
-                               float(dd["over_cap_kk"]), float(dd["over_cap_kn"]))
+                               float(dd["over_cap_kk"]), float(dd["over_cap_kn"]), self.config.min_devices)
         check.rows, check.devices, check.design_effect, check.measured = int(r.n), r.devices, r.design_effect, r.rate
         check.sql = f"sql/{DEVICE_DAYS_SQL}.sql"
         check.interval = stats.wilson(r.k_eff, r.n_eff, self.conf)

@@ -69,7 +69,8 @@ class DeviceRatio:
     devices: int
     n: float
     k: float
-    variance: float  # of k / n, cluster-robust (0 when it cannot be estimated)
+    variance: float  # of k / n, cluster-robust
+    deff_floor: float = 1.0  # the design effect is at least this (few devices: the worst case)
 
     @property
     def rate(self) -> float:
@@ -86,8 +87,8 @@ class DeviceRatio:
         independent draws); 1 when the rate is 0 or 1 and the ratio is undefined."""
         b = self.binomial_variance
         if not b or not math.isfinite(b) or not math.isfinite(self.variance):
-            return 1.0
-        return max(1.0, self.variance / b)
+            return self.deff_floor
+        return max(self.deff_floor, self.variance / b)
 
     @property
     def n_eff(self) -> float:
@@ -98,14 +99,19 @@ class DeviceRatio:
         return self.k / self.design_effect
 
 
-def device_ratio(devices: int, n: float, k: float, nn: float, kk: float, kn: float) -> DeviceRatio:
+def device_ratio(devices: int, n: float, k: float, nn: float, kk: float, kn: float,
+                 min_devices: int = 2) -> DeviceRatio:
     """From per-device sums: n = sum n_i, k = sum k_i, nn = sum n_i^2, kk = sum k_i^2, kn = sum k_i n_i.
-    Var(k/n) = m / (m - 1) * sum (k_i - p n_i)^2 / n^2 (delta method, ratio of means)."""
+    Var(k/n) = m / (m - 1) * sum (k_i - p n_i)^2 / n^2 (delta method, ratio of means).
+    With fewer than `min_devices` devices that variance is not to be trusted, and the design effect is
+    taken at its worst case, every device's rows fully correlated: sum n_i^2 / sum n_i (the effective
+    count is then Kish's effective number of devices, n^2 / sum n_i^2)."""
+    floor = max(1.0, nn / n) if n > 0 and devices < min_devices else 1.0
     if n <= 0 or devices < 2:
-        return DeviceRatio(devices, n, k, math.inf if n > 0 else math.nan)
+        return DeviceRatio(devices, n, k, math.inf if n > 0 else math.nan, floor)
     p = k / n
     ss = max(0.0, kk - 2 * p * kn + p * p * nn)
-    return DeviceRatio(devices, n, k, devices / (devices - 1) * ss / (n * n))
+    return DeviceRatio(devices, n, k, devices / (devices - 1) * ss / (n * n), floor)
 
 
 # ------------------------------------------------------------------ special functions
