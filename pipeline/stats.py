@@ -160,6 +160,27 @@ def betainc(a: float, b: float, x: float) -> float:
     return 1 - front * _betacf(b, a, 1 - x) / b
 
 
+def log_betainc(a: float, b: float, x: float) -> float:
+    """log I_x(a, b), without underflow far in the tails (where I itself is below 1e-308)."""
+    if x <= 0:
+        return -math.inf
+    if x >= 1:
+        return 0.0
+    if x < (a + 1) / (a + b + 2):
+        return a * math.log(x) + b * math.log1p(-x) - log_beta(a, b) + math.log(_betacf(a, b, x) / a)
+    upper = b * math.log1p(-x) + a * math.log(x) - log_beta(a, b) + math.log(_betacf(b, a, 1 - x) / b)
+    return math.log1p(-math.exp(upper)) if upper < 0 else -math.inf
+
+
+def _log_diff(log_hi: float, log_lo: float) -> float:
+    """log(exp(log_hi) - exp(log_lo)) for log_hi >= log_lo."""
+    if log_lo == -math.inf:
+        return log_hi
+    if log_hi <= log_lo:
+        return -math.inf
+    return log_hi + math.log1p(-math.exp(log_lo - log_hi))
+
+
 def binom_sf(k: float, n: float, p: float) -> float:
     """P(X >= k) for X ~ Binomial(n, p); real k and n are allowed (effective counts)."""
     if k <= 0:
@@ -187,16 +208,19 @@ MIXTURE_WIDTH = 0.2  # the prior of the rate tests spreads evenly over alternati
 def _log_mixture_lr(k: float, n: float, p0: float, above: bool) -> float:
     """log of the likelihood ratio of a uniform prior on (p0, p0 + w) (above) or (p0 - w, p0) (below),
     w = MIXTURE_WIDTH clipped to [0, 1], against p = p0, for k successes in n: a nonnegative
-    supermartingale under any rate on the null side, so Ville's inequality bounds its crossing."""
+    supermartingale under any rate on the null side, so Ville's inequality bounds its crossing.
+    All in logs: the prior's mass under the likelihood is far below 1e-308 when the data sit outside it."""
     a, b = k + 1, n - k + 1
     lo, hi = (p0, min(1.0, p0 + MIXTURE_WIDTH)) if above else (max(0.0, p0 - MIXTURE_WIDTH), p0)
-    lower = betainc(a, b, lo)
-    # the prior's mass as I(hi) - I(lo), or as the difference of upper tails, whichever does not cancel
-    mass = betainc(a, b, hi) - lower if lower < 0.5 else betainc(b, a, 1 - lo) - betainc(b, a, 1 - hi)
-    if mass <= 0:
+    # mass = I_hi - I_lo, or the difference of the upper tails I_(1-lo)(b, a) - I_(1-hi)(b, a)
+    if log_betainc(a, b, lo) < math.log(0.5):
+        log_mass = _log_diff(log_betainc(a, b, hi), log_betainc(a, b, lo))
+    else:
+        log_mass = _log_diff(log_betainc(b, a, 1 - lo), log_betainc(b, a, 1 - hi))
+    if log_mass == -math.inf:
         return -math.inf
     log_l0 = k * math.log(p0) + (n - k) * math.log1p(-p0)
-    return log_beta(a, b) + math.log(mass) - math.log(hi - lo) - log_l0
+    return log_beta(a, b) + log_mass - math.log(hi - lo) - log_l0
 
 
 def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool) -> float:

@@ -59,8 +59,10 @@ def test_device_ratio_of_independent_rows_has_design_effect_near_one():
 
 def test_device_ratio_edge_cases():
     assert math.isnan(S.device_ratio(0, 0, 0, 0, 0, 0).rate)
-    one = S.device_ratio(1, 10, 3, 100, 9, 30)  # one device: no device-level variance
-    assert math.isinf(one.variance) and one.design_effect == 1.0
+    one = S.device_ratio(1, 10, 3, 100, 9, 30)  # one device: no variance to estimate, so the worst case
+    assert math.isinf(one.variance) and one.design_effect == 10.0 and one.n_eff == 1.0
+    few = S.device_ratio(3, 30, 6, 400, 20, 110, min_devices=20)  # below min_devices: at least sum n_i^2 / sum n_i
+    assert few.design_effect >= 400 / 30
     none = S.device_ratio(5, 50, 0, 500, 0, 0)  # 0 successes: binomial variance 0, design effect 1
     assert none.rate == 0 and none.design_effect == 1.0
     all_ = S.device_ratio(5, 50, 50, 500, 500, 500)
@@ -87,6 +89,8 @@ def test_rate_p_values_edge_cases():
     assert S.rate_p_value(0, 1, 0.05, True, True) == 1.0  # nothing above: no evidence of harm
     assert S.rate_p_value(1, 1, 0.05, True, False) == pytest.approx(0.05)  # exact: P(X >= 1 | n=1, p=.05)
     assert S.rate_p_value(10, 10, 0.5, True, False) == pytest.approx(0.5**10)
+    # data far outside the prior's range: the mass underflows unless computed in logs (87 % above a p95 budget)
+    assert S.rate_p_value(976, 1124, 0.05, True, True) < 1e-100
 
 
 def test_values_needed_for_a_p95_bound():
