@@ -347,6 +347,7 @@ SWEEPS: tuple[Sweep, ...] = (
     Sweep("adoption loss at the tolerance (3 %)", "aa", 140_000, loss=0.03),
     Sweep("adoption loss 10 %, ~1,000 rows/segment", "aa", 140_000, loss=0.10),
     Sweep("adoption loss 15 %, ~400 rows/segment", "aa", 56_000, loss=0.15),
+    Sweep("adoption loss 10 %, ~140 rows/segment", "aa", 20_000, loss=0.10),  # where sequential costs power
     Sweep("latency p95 at the budget, independent values", "healthy", 70_000, clustered=False, p95_factor=1.0),
     Sweep("latency p95 at 1.2 x the budget, independent values", "healthy", 70_000, clustered=False,
           p95_factor=1.2),

@@ -1,7 +1,7 @@
 """The gate on simulated releases: verdicts, exit codes, failing gates, seed sweeps.
 
 Rows go straight into a real DuckDB file (the gate is under test here, not
-ingestion). The sweeps run 20 seeds by default and the full 100 with -m slow.
+ingestion). The sweeps run 5 seeds by default and the full 100 with -m slow.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pipeline.simulate import generate
 START = datetime(2026, 11, 20)
 AS_OF = datetime(2026, 11, 27)
 CONFIG = load_config()
-SWEEP_SEEDS = int(os.environ.get("GATE_SWEEP_SEEDS", "20"))
+SWEEP_SEEDS = int(os.environ.get("GATE_SWEEP_SEEDS", "5"))  # single looks; tests/test_gate_rollout.py has the rollouts
 
 
 def load(db_path: Path, *tables: pa.Table) -> Path:
