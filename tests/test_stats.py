@@ -164,17 +164,17 @@ def test_score_test_is_not_liberal_on_a_small_baseline():
 
 def test_mixture_test_keeps_alpha_over_fourteen_looks():
     """Bernoulli rows at the threshold, judged after each of 14 nights: rejected on some night in at most
-    alpha of 4,000 rollouts; the one-look exact test, looked at 14 times, in far more."""
+    alpha of 1,500 rollouts; the one-look exact test, looked at 14 times, in far more."""
     rng = np.random.default_rng(7)
     p0, alpha, per_night = 0.05, 0.05, 60
     ever_seq = ever_fixed = 0
-    for _ in range(4000):
+    for _ in range(1500):
         k = np.cumsum(rng.binomial(per_night, p0, 14))
         n = per_night * np.arange(1, 15)
         ever_seq += any(S.rate_p_value(a, b, p0, True, True) <= alpha for a, b in zip(k, n, strict=True))
         ever_fixed += any(S.rate_p_value(a, b, p0, True, False) <= alpha for a, b in zip(k, n, strict=True))
-    assert ever_seq / 4000 <= alpha
-    assert ever_fixed / 4000 > 2 * alpha
+    assert ever_seq / 1500 <= alpha
+    assert ever_fixed / 1500 > 2 * alpha
 
 
 def test_holm_known_example_and_nan_is_never_a_rejection():
