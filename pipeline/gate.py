@@ -651,8 +651,6 @@ def _settle(checks: Sequence[GateCheck], config: Config) -> None:
         by_test = [name for name, t in check.tests.items() if t.rejected and t.burden == "prove_harm"]
         if status == "fail" and by_test and by_test[0] in _TEST_NOTES:
             check.note = (check.note + "; " if check.note else "") + _TEST_NOTES[by_test[0]]
-        if status == "fail" and check.burden == "prove_safe" and not by_test:
-            check.note = (check.note + "; " if check.note else "") + "not shown to be within the threshold"
     _size_quality(checks, config)
 
 
