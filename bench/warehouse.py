@@ -12,7 +12,8 @@ its own process (wall time and peak RSS via os.wait4):
      (release, day)'s groups computed straight from `events`
   b. `pipeline query edge_vs_cloud_latency` vs the same percentiles from `events`
   c. `pipeline gate` (statistics, JSON, and recording the evaluation) vs the SQL figures of
-     the same metrics (segment metrics and device-days) from `events`
+     the same metrics from `events`: the device-level sums of every tested ratio, the p95s and
+     their order statistics, the weak-network devices above each p95, the device-days
 and `pipeline --help`, the CLI's start-up, which every pipeline time includes.
 Prints seconds, peak RSS and pipeline / by hand (target <= 1.5).
 """
@@ -225,9 +226,8 @@ db, release, as_of = sys.argv[1], sys.argv[2], datetime.fromisoformat(sys.argv[3
 params = {"release": release, "start": as_of - timedelta(days=int(sys.argv[4])), "end": as_of}
 con = duckdb.connect(db, read_only=True)
 con.execute("SET enable_progress_bar = false")
-cur = con.execute('''
-WITH picked AS (
-    SELECT CASE WHEN route <> 'cloud' THEN 'edge' ELSE 'cloud' END AS side, task, device_tier,
+PICKED = '''
+    SELECT CASE WHEN route <> 'cloud' THEN 'edge' ELSE 'cloud' END AS side, task, device_tier, device_id,
            BUCKET AS network_bucket, total_ms, cold_start_ms, throttled,
            peak_mem_mb / (mem_class_gb * 1024.0) AS peak, resident_mem_mb / (mem_class_gb * 1024.0) AS resident,
            temp_end_c - temp_start_c AS rise,
@@ -235,36 +235,77 @@ WITH picked AS (
            outcome IN ('edited', 'regenerated', 'undone') OR auto_fallback AS fallback,
            outcome IN ('edited', 'regenerated', 'undone', 'failed') OR auto_fallback
                OR error_code IS NOT NULL AS failure,
-           auto_fallback OR error_code IS NOT NULL AS detected
-    FROM events WHERE release = $release AND event_time >= $start AND event_time < $end
+           auto_fallback OR error_code IS NOT NULL AS detected,
+           CASE WHEN task = 'intent' THEN 2000 ELSE 10000 END AS total_budget
+    FROM events WHERE release = $release AND event_time >= $start AND event_time < $end'''
+# the device-level sums of every tested ratio (the shipped config's budgets written in)
+cur = con.execute(f'''
+WITH picked AS ({PICKED}),
+dev AS (
+    SELECT side, task, device_tier, network_bucket,
+           grouping(task) * 4 + grouping(device_tier) * 2 + grouping(network_bucket) AS level,
+           count(*) AS n, count(*) FILTER (WHERE adopted) AS a, count(*) FILTER (WHERE fallback) AS f,
+           count(*) FILTER (WHERE failure) AS fl, count(*) FILTER (WHERE failure AND detected) AS d,
+           count(throttled) AS tn, count(*) FILTER (WHERE throttled) AS t,
+           count(peak) AS pn, count(*) FILTER (WHERE peak > 0.40) AS po,
+           count(resident) AS rn, count(*) FILTER (WHERE resident > 0.25) AS ro,
+           count(total_ms) AS xn, count(*) FILTER (WHERE total_ms > total_budget) AS xo,
+           count(cold_start_ms) AS cn, count(*) FILTER (WHERE cold_start_ms > 500) AS co,
+           count(rise) AS hn, count(*) FILTER (WHERE rise > 5.0) AS ho
+    FROM picked
+    GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket, device_id), (side, task, device_tier, device_id),
+                            (side, task, network_bucket, device_id), (side, task, device_id), (side, device_id))
 )
-SELECT side, task, device_tier, network_bucket, grouping(task, device_tier, network_bucket) AS level,
-       count(*) AS rows,
-       count(peak) AS peak_n, quantile_cont(peak, 0.95) AS peak_p95,
-       count(resident) AS resident_n, quantile_cont(resident, 0.95) AS resident_p95,
-       count(total_ms) AS total_n, quantile_cont(total_ms, 0.95) AS total_p95,
-       count(cold_start_ms) AS cold_n, quantile_cont(cold_start_ms, 0.95) AS cold_p95,
-       count(rise) AS rise_n, quantile_cont(rise, 0.95) AS rise_p95,
-       count(throttled) AS throttled_n, count(*) FILTER (WHERE throttled) AS throttled,
-       count(*) FILTER (WHERE adopted) AS adopted, count(*) FILTER (WHERE fallback) AS fallbacks,
-       count(*) FILTER (WHERE failure) AS failures, count(*) FILTER (WHERE failure AND detected) AS detected
-FROM picked
-GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket), (side, task, device_tier),
-                        (side, task, network_bucket), (side, task), (side))
+SELECT side, task, device_tier, network_bucket, level, count(*) AS devices,
+       sum(n) AS rows, sum(n * n), sum(a), sum(a * a), sum(a * n), sum(f), sum(f * f), sum(f * n),
+       sum(fl), sum(fl * fl), count(*) FILTER (WHERE fl > 0), sum(d), sum(d * d), sum(d * fl),
+       sum(tn), sum(tn * tn), count(*) FILTER (WHERE tn > 0), sum(t), sum(t * t), sum(t * tn),
+       sum(pn), sum(pn * pn), count(*) FILTER (WHERE pn > 0), sum(po), sum(po * po), sum(po * pn),
+       sum(rn), sum(rn * rn), count(*) FILTER (WHERE rn > 0), sum(ro), sum(ro * ro), sum(ro * rn),
+       sum(xn), sum(xn * xn), count(*) FILTER (WHERE xn > 0), sum(xo), sum(xo * xo), sum(xo * xn),
+       sum(cn), sum(cn * cn), count(*) FILTER (WHERE cn > 0), sum(co), sum(co * co), sum(co * cn),
+       sum(hn), sum(hn * hn), count(*) FILTER (WHERE hn > 0), sum(ho), sum(ho * ho), sum(ho * hn)
+FROM dev GROUP BY ALL
 ''', params)
 cols = [d[0] for d in cur.description]
 figures = [dict(zip(cols, r)) for r in cur.fetchall()]
+# p95s and their order statistics (the grid the gate reads its intervals and densities off)
+grid = [round(0.80 + i / 1000, 3) for i in range(200)] + [1.0]
+quantiles = con.execute(f'''
+WITH picked AS ({PICKED})
+SELECT side, task, device_tier, network_bucket, quantile_cont(total_ms, 0.95) AS total_p95,
+       quantile_disc(peak, $grid), quantile_disc(resident, $grid), quantile_disc(total_ms, $grid),
+       quantile_disc(cold_start_ms, $grid), quantile_disc(rise, $grid),
+       quantile_cont(peak, 0.95), quantile_cont(resident, 0.95), quantile_cont(cold_start_ms, 0.95),
+       quantile_cont(rise, 0.95)
+FROM picked GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket), (side, task, network_bucket))
+''', {**params, "grid": grid}).fetchall()
+# weak buckets: per-device counts above each p95 (Bahadur's variance)
+weak = con.execute(f'''
+WITH picked AS ({PICKED}),
+w AS (SELECT * FROM picked WHERE network_bucket = 'weak' AND total_ms IS NOT NULL),
+q AS (SELECT side, task, device_tier, quantile_cont(total_ms, 0.95) AS p95 FROM w GROUP BY ALL),
+d AS (SELECT w.side, w.task, w.device_tier, w.device_id, count(*) AS n,
+             count(*) FILTER (WHERE w.total_ms > q.p95) AS k
+      FROM w JOIN q USING (side, task, device_tier) GROUP BY ALL)
+SELECT side, task, device_tier, count(*), sum(n), sum(n * n), sum(k), sum(k * k), sum(k * n) FROM d GROUP BY ALL
+''', params).fetchall()
 days = con.execute('''
 WITH p AS (SELECT task, device_tier, BUCKET AS network_bucket, device_id, CAST(event_time AS DATE) AS day, total_ms
            FROM events WHERE release = $release AND event_time >= $start AND event_time < $end AND route <> 'cloud'),
-     t AS (SELECT device_id, day, sum(total_ms) / 1000.0 AS seconds FROM p GROUP BY ALL)
-SELECT task, device_tier, network_bucket, count(*) AS device_days, count(*) FILTER (WHERE seconds > 600) AS over_cap
-FROM (SELECT DISTINCT task, device_tier, network_bucket, device_id, day FROM p) JOIN t USING (device_id, day)
-GROUP BY ALL
+     t AS (SELECT device_id, day, sum(total_ms) / 1000.0 AS seconds FROM p GROUP BY ALL),
+     d AS (SELECT task, device_tier, network_bucket, device_id, count(*) AS n,
+                  count(*) FILTER (WHERE seconds > 600) AS k
+           FROM (SELECT DISTINCT task, device_tier, network_bucket, device_id, day FROM p) JOIN t USING (device_id, day)
+           GROUP BY ALL)
+SELECT task, device_tier, network_bucket, count(*), sum(n), sum(n * n), sum(k), sum(k * k), sum(k * n)
+FROM d GROUP BY ALL
 ''', params).fetchall()
-segments = {f"{r['task']}/{r['device_tier']}/{r['network_bucket']}": [r["rows"], r["total_p95"]]
-            for r in figures if r["side"] == "edge" and r["level"] == 0}
-print(json.dumps({"figure_rows": len(figures), "device_day_rows": len(days), "segments": segments}))
+p95 = {(r[0], r[1], r[2], r[3]): r[4] for r in quantiles}
+segments = {f"{r['task']}/{r['device_tier']}/{r['network_bucket']}": [r["rows"], p95.get(("edge", r["task"],
+            r["device_tier"], r["network_bucket"]))] for r in figures if r["side"] == "edge" and r["level"] == 0}
+print(json.dumps({"figure_rows": len(figures), "quantile_rows": len(quantiles), "weak_rows": len(weak),
+                  "device_day_rows": len(days), "segments": segments}))
 """.replace("BUCKET", BUCKET)
 
 

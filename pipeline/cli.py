@@ -16,6 +16,7 @@ that need them, so `pipeline --help` and `pipeline gate` start fast.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import os
@@ -487,6 +488,41 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from pipeline import clock
+    from pipeline.backtest import backtest, parse_injection
+
+    config = _config(args)
+    if args.method:
+        config = dataclasses.replace(config, statistics=dataclasses.replace(config.statistics, method=args.method))
+    if args.runs < 1 or (args.nights is not None and args.nights < 1) or (args.segment_rows or 1) < 1 \
+            or args.jobs < 1:
+        raise UsageError("--runs, --nights, --segment-rows and --jobs must be >= 1")
+    if args.simulated:
+        if args.release:
+            raise UsageError("--simulated judges simulated releases: leave out --release")
+        from pipeline.backtest import simulated
+
+        _show(args, simulated(config, args.runs, jobs=args.jobs, nights=args.nights or 14))
+        return EXIT_OK
+    if not args.release:
+        raise UsageError("backtest needs --release R (or --simulated)")
+    try:
+        injections = [parse_injection(s) for s in args.inject] if args.inject else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    as_of = clock.now(_as_of(args))
+    if _engine_name(args, config) == "spark":  # the release's rows come from Spark; the replay runs in DuckDB
+        result = backtest(_spark(args, config), args.release, config, as_of, nights=args.nights, runs=args.runs,
+                          segment_rows=args.segment_rows, injections=injections, seed=args.seed)
+    else:
+        with _warehouse(args, config) as con:
+            result = backtest(con, args.release, config, as_of, nights=args.nights, runs=args.runs,
+                              segment_rows=args.segment_rows, injections=injections, seed=args.seed)
+    _show(args, result)
+    return EXIT_OK
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     from pipeline import db
     from pipeline.history import history
@@ -642,6 +678,9 @@ EXAMPLES = {
     "ledger": "pipeline ledger --release 4.12 --as-of 2026-12-01\n"
               "pipeline ledger --release 4.12 --candidate gates/candidates/rewrite.yaml --json",
     "state": "pipeline state --release 4.12\npipeline state --release 4.12 --json",
+    "backtest": "pipeline backtest --release 4.11 --as-of 2026-12-01 --runs 20\n"
+                "pipeline backtest --release 4.11 --segment-rows 400 --inject adoption=0.15 --json\n"
+                "pipeline backtest --simulated --runs 100 --jobs 2",
     "history": "pipeline history --release 4.12 --format table",
     "nightly": "pipeline nightly --landing sample_logs --as-of 2026-12-01 --report-dir reports\n"
                "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing",
@@ -795,6 +834,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="admit candidate file(s) to set beside the field (default: gates/candidates/<task>.yaml)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_ledger)
+
+    p = sub.add_parser("backtest", help="replay the gate night by night over stored telemetry: false rollbacks "
+                                        "(A/A splits) and recall of injected regressions",
+                       description="Run it on a release you trust after changing a threshold or the statistics: "
+                                   "each run re-splits devices or re-injects a regression (seeded) and judges "
+                                   "every night of the window with the configured policy.")
+    p.add_argument("--release", help="a release in the warehouse (one you trust: its rollbacks are false ones)")
+    p.add_argument("--simulated", action="store_true",
+                   help="instead, the simulated releases of the README's operating characteristics (14 nights each)")
+    _db_option(p)
+    _config_option(p)
+    _as_of_option(p)
+    p.add_argument("--nights", type=int, help="nightly looks, ending at --as-of (default: every day with data)")
+    p.add_argument("--method", choices=("sequential", "fixed"), help="override statistics.method of the config")
+    p.add_argument("--jobs", type=int, default=1, help="processes for --simulated (default 1)")
+    p.add_argument("--runs", type=int, default=20, help="seeded repetitions per variant (default 20)")
+    p.add_argument("--segment-rows", type=int, metavar="N",
+                   help="subsample devices to about N edge rows in the median segment on the last night")
+    p.add_argument("--inject", action="append", metavar="NAME=SIZE",
+                   help="regressions to inject (default: adoption=0.10 latency=0.25 memory=0.25 fallback=0.10)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    _engine_options(p)
+    p.set_defaults(func=cmd_backtest)
 
     p = sub.add_parser("history", help="the stored gate verdicts of a release over time")
     p.add_argument("--release", required=True, help="the release, e.g. 4.12")

@@ -22,6 +22,7 @@ from pipeline.yamlspec import build, read_yaml, setting
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
 CONFIG_ENV = "PIPELINE_CONFIG"  # a config path for every command, beside PIPELINE_DB
 MODES = ("enforce", "observe")
+BURDENS = ("prove_harm", "prove_safe")  # README "How the gate decides": who must bring the evidence
 NETWORK_TYPES = ("wifi", "5g", "4g", "3g", "2g", "offline", "unknown")  # the contract's network_type values
 
 
@@ -33,6 +34,8 @@ def _f(default: Any, lo: float | None = None, hi: float | None = None, choices: 
 @dataclass(frozen=True)
 class Gate:
     mode: str = _f("enforce", choices=MODES, help="enforce blocks the edge route; observe only reports")
+    burden: str = _f("prove_harm", choices=BURDENS, help="prove_harm: fail only when the evidence shows the "
+                     "threshold is broken; prove_safe: keep only when the evidence shows it holds")
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,10 @@ class DailyEdgeSeconds(Gate):
 
 @dataclass(frozen=True)
 class Gates:
-    peak_memory: RatioCeiling = RatioCeiling()
-    resident_memory: RatioCeiling = RatioCeiling(max_p95_ratio=0.25)
+    # memory kills the app (OOM, low-memory killer) and is nearly deterministic per build and RAM class,
+    # so proving it safe costs few rows: the edge must show it fits
+    peak_memory: RatioCeiling = RatioCeiling(burden="prove_safe")
+    resident_memory: RatioCeiling = RatioCeiling(max_p95_ratio=0.25, burden="prove_safe")
     inference_duration: MsCeiling = MsCeiling()
     cold_start: MsCeiling = MsCeiling(max_p95_ms=500.0)
     quality_loss: QualityLoss = QualityLoss()
@@ -100,7 +105,10 @@ class Network:
 
 @dataclass(frozen=True)
 class Statistics:
-    confidence: float = _f(0.95, 0.5, 0.9999, help="level of intervals; tests decide at alpha = 1 - confidence")
+    confidence: float = _f(0.95, 0.5, 0.9999, help="level of intervals; alpha = 1 - confidence is the error "
+                           "budget of one release evaluation (and, sequential, of the whole rollout)")
+    method: str = _f("sequential", choices=("sequential", "fixed"),
+                     help="sequential: anytime-valid tests, for a gate judged every night; fixed: one look only")
 
 
 @dataclass(frozen=True)
@@ -211,6 +219,8 @@ class Config:
     min_rows_per_segment: int = _f(200, 1, 10_000_000)
     min_measured_rows: int = _f(100, 1, 10_000_000, help="rows with a value a p95 or rate gate needs")
     min_cloud_rows_for_baseline: int = _f(100, 1, 10_000_000)
+    min_devices: int = _f(20, 2, 10_000_000, help="devices a figure needs for its device-level variance to be "
+                          "trusted; with fewer, every device's rows count as fully correlated (the worst case)")
     window_days: int = _f(14, 1, 3650)
     tasks: tuple[str, ...] = _f((), blank=False, help="the product tasks task_overrides may name")
     network: Network = Network()

@@ -132,14 +132,27 @@ def _open_waiting(path: Path, read_only: bool, config: dict | None,
             time.sleep(0.05)
 
 
+def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(events_ddl(load_schema()))
+    con.execute(sqlfiles.sql_file("ddl/tables").text)
+    con.execute(sqlfiles.sql_file("ddl/derived").text)
+
+
+def scratch(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory warehouse with every table and view: simulations and backtests judge data there
+    without touching a file. `threads`: DuckDB's, when several run side by side."""
+    con = duckdb.connect(":memory:", config={"threads": threads} if threads else {})
+    con.execute("SET enable_progress_bar = false")
+    _create_tables(con)
+    return con
+
+
 def connect_write(path: Path, wait: float | None = None) -> duckdb.DuckDBPyConnection:
     """A read-write connection with the warehouse tables in place. Callers hold writer_lock."""
     require_folder(path)
     con = _open_waiting(path, read_only=False, config=None, wait=wait)
     try:
-        con.execute(events_ddl(load_schema()))
-        con.execute(sqlfiles.sql_file("ddl/tables").text)
-        con.execute(sqlfiles.sql_file("ddl/derived").text)
+        _create_tables(con)
         if os.environ.get(FAULT_ENV) == "checkpoint":
             con.execute("SET checkpoint_threshold = '1b'")
             con.execute("SET debug_checkpoint_abort = 'before_header'")

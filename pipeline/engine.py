@@ -53,6 +53,8 @@ class SqlEngine(Protocol):
 
     def run_sql_file(self, relname: str, params: dict[str, Any]) -> Any: ...
 
+    def arrow_sql_file(self, relname: str, params: dict[str, Any]) -> Any: ...
+
 
 class DuckDBEngine:
     """The DuckDB implementation: the file's text on one connection (a raw connection works the same)."""
@@ -67,6 +69,11 @@ class DuckDBEngine:
 
         text = sql_file(relname).text
         return self.con.execute(text, params) if params else self.con.execute(text)
+
+    def arrow_sql_file(self, relname: str, params: dict[str, Any]) -> Any:
+        from pipeline.sqlfiles import sql_file
+
+        return self.con.execute(sql_file(relname).text, params).to_arrow_table()
 
 
 def engine_name(engine: Any) -> str:

@@ -16,12 +16,13 @@ tiers only (the tiers the estimate was made for):
 Every dimension is "higher is worse". ratio = field / estimate; a p95 row is flagged when the ratio exceeds
 costs.estimate_flag_factor (1.25 by default), or, with no estimate, when the field's p95 is over the gate's
 ceiling (p95s are compared as the gate compares them, point against budget). Adoption loss is a rate, so as
-in the gate it is flagged only on evidence: the one-sided test of stats.p_relative_loss_above rejects
+in the gate it is flagged only on evidence: the one-look Farrington-Manning score test rejects
 "loss <= factor x estimate" (no positive estimate: "loss <= the gate's ceiling") at alpha = 1 - confidence.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,8 +186,10 @@ def compare(con: duckdb.DuckDBPyConnection, params: dict[str, Any], config: Conf
 
 
 def _quality(candidate: admit.Candidate, field: dict[str, Any], tiers: list[str], config: Config) -> Dimension:
-    """Adoption is a rate: flagged only on evidence, by the gate's one-sided test (stats.p_relative_loss_above)
-    of 'loss <= factor x estimate' (or <= the gate's ceiling without a positive estimate) at alpha."""
+    """Adoption is a rate: flagged only on evidence, by the gate's one-look Farrington-Manning score test
+    of 'loss <= factor x estimate' (or <= the gate's ceiling without a positive estimate) at alpha. The
+    ledger reads release-level counts without device sums, so rows count as independent here: a flag
+    is a pointer to the gate's device-level verdict, not a verdict of its own."""
     name, factor = "adoption loss vs cloud", config.costs.estimate_flag_factor
     estimate = candidate.quality_loss
     basis = "quality_loss of the candidate" if estimate is not None else "no quality_loss declared"
@@ -197,13 +200,15 @@ def _quality(candidate: admit.Candidate, field: dict[str, Any], tiers: list[str]
     e_rate, c_rate = k_e / n_e, k_c / n_c
     loss = (c_rate - e_rate) / c_rate
     conf = config.statistics.confidence
-    lo, hi = stats.relative_loss_interval(k_e, n_e, k_c, n_c, conf) or (loss, loss)
+    stratum = [stats.Stratum(_binomial(k_e, n_e), _binomial(k_c, n_c))]
+    _, (lo, hi) = stats.stratified_relative_loss(stratum, conf)
     measured_basis = (f"(cloud {c_rate:.2%} of {n_c:,} - edge {e_rate:.2%} of {n_e:,}) / cloud adoption, "
                       f"{conf:.0%} interval [{lo:.2%}, {hi:.2%}]")
     ceiling = config.gates_for(candidate.task).quality_loss.max_relative_loss
     positive = estimate is not None and estimate > 0
     tolerance = factor * estimate if positive else ceiling
-    p = stats.p_relative_loss_above(k_e, n_e, k_c, n_c, tolerance)
+    d, var = stats.stratified_ratio_score(stratum, 1 - tolerance)
+    p = stats.normal_sf(-d / math.sqrt(var)) if var > 0 else (0.0 if d < 0 else 1.0)
     flagged = p < 1 - conf
     reason, p_text = "", "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
     if flagged:
@@ -233,3 +238,8 @@ def _shown(path: Path) -> str:
         return str(Path("gates") / "candidates" / path.resolve().relative_to(candidates_dir().resolve()))
     except ValueError:
         return str(path)
+
+
+def _binomial(k: int, n: int) -> stats.DeviceRatio:
+    p = k / n if n else 0.0
+    return stats.DeviceRatio(n, n, k, p * (1 - p) / n if n else math.nan)

@@ -1,27 +1,28 @@
 """The release gate: per segment (task x device_tier x network_bucket), keep the
-edge route or roll back to the cloud. SQL computes the figures
-(sql/gate/segment_counts.sql, segment_quantiles.sql); this module compares them with gates/admission.yaml.
+edge route or roll back to the cloud. SQL computes the figures (sql/gate/*.sql:
+per-device sums, order statistics); this module tests them against gates/admission.yaml.
 
 Two steps, in this order (README "How the gate decides"):
 
 1. measure: every gate of pipeline/registry.py gets a GateCheck holding its
-   figures and its evidence: a point rule (`over_threshold`, e.g. the p95 over
-   its budget), one-sided tests (`tests`: family -> p-value of "within the
-   threshold"), and what could not be judged (`short_of_data`, `inapplicable`).
-   No check has a status yet.
-2. decide (`decide`): one pass over all the checks of the evaluation. Each test
-   family is Holm-corrected across every check that tested it, so a release with
-   many segments is not rolled back by noise; then a check fails on a point rule
-   or a rejected test, is insufficient_data when part of it could not be judged
-   and nothing failed, is not_applicable when there was nothing to judge, and
-   passes only with evidence. A check that was never decided (status None) never
-   passes and never lets a segment keep the edge.
+   figures and its evidence: hypothesis tests (`tests`: name -> Test, each with
+   a p-value of "the threshold holds" (burden prove_harm) or of "it is broken"
+   (prove_safe)), and what could not be judged (`short_of_data`,
+   `inapplicable`). The unit of independence is the device: every rate carries
+   its device-level variance (stats.DeviceRatio). No check has a status yet.
+2. decide (`decide`): one pass over all the checks of the evaluation. The error
+   budget alpha = 1 - confidence is split equally over the enforced gates that
+   can cause a rollback on evidence of harm, then over each gate's tests;
+   inside each (gate, test) family Holm runs across the checks tested. A
+   prove_harm check fails when its test rejects; a prove_safe check fails when
+   its test could have proved safety and did not. A check is insufficient_data
+   when part of it could not be judged and nothing failed, not_applicable when
+   there was nothing to judge, and passes only with evidence. A check that was
+   never decided (status None) never passes and never lets a segment keep the edge.
 
+With statistics.method "sequential" (the default) every p-value is always-valid,
+so the error rates hold over every nightly look of a rollout, not one.
 Segment.decision and GateResult.verdict are derived from the statuses.
-Quality is pooled over network buckets within task x tier (and tested
-release-wide too): answer quality does not depend on the bucket, and pooling
-triples the rows behind the test. The fallback ceiling is judged on its own when
-there is no cloud baseline (only the excess over the cloud needs one).
 """
 
 from __future__ import annotations
@@ -42,35 +43,58 @@ from pipeline.registry import BY_NAME, GATE_NAMES, GATES
 
 COUNTS_SQL = "gate/segment_counts"
 QUANTILES_SQL = "gate/segment_quantiles"
+WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
 _QUANTILE_FIGURES = tuple(g.figure for g in GATES if g.kind == "p95_budget")
 GATE_ORDER = list(GATE_NAMES)
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
 STATUSES = ("pass", "fail", "insufficient_data", "not_applicable")
-# why a check failed when only this test family rejected
-_TEST_NOTES = {"throttled_share": "throttled share above its ceiling"}
+P95 = 0.95  # the quantile every budget is on: p95 <= budget <=> share of values above it <= 5 %
+# Mixing scale tau of the sequential z tests (stats.msprt_p_value): the effect worth detecting,
+# on each test's own scale. Adoption: a loss of twice the tolerance; fallback excess: the margin;
+# weak-network latency: an edge p95 25 % slower than the cloud's (log scale).
+WEAK_LATENCY_TAU = math.log(1.25)
+MIN_FALLBACK_TAU = 0.02
+# why a check failed when only this test rejected
+_TEST_NOTES = {"throttled_share": "throttled share above its ceiling", "excess": "fallback rate above the cloud's "
+               "by more than the margin", "ceiling": "fallback rate above its ceiling"}
+
+
+@dataclass
+class Test:
+    """One hypothesis test of a check. burden prove_harm: p is the p-value of 'the threshold holds'
+    (small: evidence of harm); prove_safe: of 'the threshold is broken' (small: evidence of safety)."""
+
+    p_value: float
+    burden: str
+    method: str
+    alpha: float | None = None  # the level decide() compared it with
+    rejected: bool = False
 
 
 @dataclass
 class GateCheck:
     gate: str
     mode: str
+    burden: str = "prove_harm"
     status: str | None = None  # None until decide(): then one of STATUSES
     measured: float | None = None
     threshold: float | None = None
     baseline: float | None = None
     baseline_level: str | None = None
     rows: int = 0
-    interval: tuple[float, float] | None = None
+    devices: int = 0
+    design_effect: float | None = None
+    interval: tuple[float | None, float | None] | None = None
     p_value: float | None = None
     borderline: bool = False
     note: str = ""
+    values_needed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     sql: str = f"sql/{COUNTS_SQL}.sql"
     # evidence, filled by measurement and weighed by decide()
-    over_threshold: bool | None = None
-    tests: dict[str, float] = field(default_factory=dict)
+    tests: dict[str, Test] = field(default_factory=dict)
     short_of_data: bool = False
     inapplicable: bool = False
 
@@ -79,10 +103,15 @@ class GateCheck:
         return self.mode == "enforce" and self.status == "fail"
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in ("status", "mode", "measured", "threshold", "baseline", "baseline_level",
-                                           "rows", "p_value", "borderline", "note", "sql")}
+        d = {k: getattr(self, k) for k in ("status", "mode", "burden", "measured", "threshold", "baseline",
+                                           "baseline_level", "rows", "devices", "design_effect", "p_value",
+                                           "borderline", "note", "sql")}
         d["status"] = self.status or "undecided"
         d["interval_95"] = list(self.interval) if self.interval else None
+        d["tests"] = {name or "main": {"p_value": t.p_value, "burden": t.burden, "method": t.method,
+                                       "alpha": t.alpha, "rejected": t.rejected} for name, t in self.tests.items()}
+        if self.values_needed is not None:
+            d["values_needed"] = self.values_needed
         d.update(self.extra)
         return {k: _json_number(v) for k, v in d.items()}
 
@@ -92,6 +121,8 @@ def _json_number(v: Any) -> Any:
         return round(v, 6) if math.isfinite(v) else None
     if isinstance(v, list):
         return [_json_number(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json_number(x) for k, x in v.items()}
     return v
 
 
@@ -220,10 +251,17 @@ def _level_key(row: dict[str, Any]) -> tuple:
             2: (row["task"], "*", row["network_bucket"]), 3: (row["task"],), 7: ()}[level]
 
 
-class _Figures:
-    """The SQL's rows, found by side and level; quantile figures merged in where computed."""
+def ratio(row: dict[str, Any], k: str, n: str, min_devices: int) -> stats.DeviceRatio:
+    """The device-level ratio k / n of one SQL row (sums named as in sql/gate/segment_counts.sql)."""
+    return stats.device_ratio(int(row.get(f"{n}_devices", row["devices"])), float(row[n] or 0),
+                              float(row[k] or 0), float(row[f"{n}_nn"] or 0), float(row[f"{k}_kk"] or 0),
+                              float(row[f"{k}_kn"] or 0), min_devices)
 
-    def __init__(self, counts: list[dict[str, Any]], quantiles: list[dict[str, Any]],
+
+class _Figures:
+    """The SQL's rows, found by side and level; quantile and weak-network figures merged in."""
+
+    def __init__(self, counts: list[dict[str, Any]], quantiles: list[dict[str, Any]], weak: list[dict[str, Any]],
                  relative_error: float | None = None, quantiles_sql: str = QUANTILES_SQL):
         self.relative_error = relative_error  # the sketch's, folded into every quantile interval; None: exact
         self.quantiles_sql = quantiles_sql
@@ -231,8 +269,8 @@ class _Figures:
         for q in quantiles:
             row = self.by[(q["side"], _level_key(q))]
             for name in _QUANTILE_FIGURES:
-                values = q[f"{name}_q"]
-                row[f"{name}_p95"], row[f"{name}_grid"] = (values[0], values[1:]) if values else (None, None)
+                row[f"{name}_p95"], row[f"{name}_grid"] = q[f"{name}_p95"], q[f"{name}_grid"]
+        self.weak = {(w["side"], _level_key(w)): w for w in weak}
 
     def get(self, side: str, key: tuple) -> dict[str, Any] | None:
         return self.by.get((side, key))
@@ -255,13 +293,23 @@ def _finite(*values: Any) -> bool:
     return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
 
 
+def _straddles(interval: tuple[float | None, float | None] | None, threshold: float | None) -> bool:
+    if not interval or threshold is None:
+        return False
+    lo, hi = interval
+    return (lo is None or lo <= threshold) and (hi is None or threshold < hi)
+
+
 class _Measure:
     """Step 1: one method per gate of the registry, each returning an undecided GateCheck."""
 
-    def __init__(self, figures: _Figures, device_days: dict[tuple, tuple[int, int]], config: Config):
+    def __init__(self, figures: _Figures, device_days: dict[tuple, dict[str, Any]], config: Config):
         self.f = figures
         self.device_days = device_days
         self.config = config
+        self.sequential = config.statistics.method == "sequential"
+        self.conf = config.statistics.confidence
+        self.split = budget_split(config)
         self.pools: dict[tuple, GateCheck] = {}  # quality, per task x tier
 
     def segment(self, row: dict[str, Any]) -> Segment:
@@ -270,31 +318,59 @@ class _Measure:
         return Segment(row["task"], row["device_tier"], row["network_bucket"], row["rows"], checks,
                        self.config.min_rows_per_segment)
 
+    def ratio(self, row: dict[str, Any], k: str, n: str) -> stats.DeviceRatio:
+        return ratio(row, k, n, self.config.min_devices)
+
     def _new(self, name: str, gates: Any) -> GateCheck:
         settings = getattr(gates, name)
         key = BY_NAME[name].threshold_key
-        return GateCheck(name, settings.mode, threshold=getattr(settings, key) if key else None)
+        return GateCheck(name, settings.mode, settings.burden, threshold=getattr(settings, key) if key else None)
+
+    def _rate_test(self, check: GateCheck, name: str, r: stats.DeviceRatio, p0: float, harm_above: bool,
+                   what: str) -> None:
+        """A device-level rate against a fixed threshold p0 (harm_above: harm is a rate above p0). When
+        even its most extreme outcome could not decide, the check is short of data and says how many
+        rows it needs (effective rows times the design effect observed)."""
+        safe = check.burden == "prove_safe"
+        above = harm_above != safe  # the alternative the test looks for
+        p = stats.rate_p_value(r.k_eff, r.n_eff, p0, above, self.sequential)
+        kind = "mixture likelihood ratio (always valid)" if self.sequential else "exact binomial"
+        check.tests[name] = Test(p, check.burden, f"{kind} on device-adjusted counts: {what} "
+                                                  f"{'<' if above != harm_above else '>'} {p0:g}")
+        if r.devices < self.config.min_devices:
+            check.note = (check.note + "; " if check.note else "") + (
+                f"only {r.devices} devices: their rows counted as fully correlated")
+        alpha = 1 - self.conf if safe else self.split[(check.gate, name)]
+        need = stats.values_needed(p0, above, alpha, self.sequential)
+        if need is not None and r.n_eff < need and check.values_needed is None:
+            check.values_needed = math.ceil(need * r.design_effect)
+            check.short_of_data = True
+            check.note = (check.note + "; " if check.note else "") + (
+                f"needs {check.values_needed:,} values for any decision ({int(r.n):,} now, design effect "
+                f"{r.design_effect:.2f})")
 
     def _budget(self, name: str, row: dict, gates: Any, min_rows: int | None = None) -> GateCheck:
-        """A p95 budget: the point estimate decides; the interval is reported."""
+        """A p95 budget: the share of values above the budget against 5 %, device-level."""
         check = self._new(name, gates)
         prefix = BY_NAME[name].figure
-        n, p95 = row[f"{prefix}_n"], row[f"{prefix}_p95"]
-        check.rows, check.sql = n, f"sql/{self.f.quantiles_sql}.sql"
+        n, p95 = row[f"{prefix}_n"], row.get(f"{prefix}_p95")
+        check.rows, check.devices = n, row[f"{prefix}_n_devices"]
+        check.sql = f"sql/{COUNTS_SQL}.sql, sql/{self.f.quantiles_sql}.sql"
         needed = self.config.min_measured_rows if min_rows is None else min_rows
         if n < needed or not _finite(p95):
             check.short_of_data, check.note = True, f"{n} rows have a value; {needed} needed"
             return check
-        check.measured = p95
-        check.interval = self._interval(row[f"{prefix}_grid"], n)
-        check.over_threshold = p95 > check.threshold
-        if check.interval:
-            check.borderline = check.interval[0] <= check.threshold < check.interval[1]
+        over = self.ratio(row, f"{prefix}_over", f"{prefix}_n")
+        check.measured, check.design_effect = p95, over.design_effect
+        check.extra["share_over_budget"] = over.rate
+        check.interval = self._interval(row[f"{prefix}_grid"], over.n_eff)
+        check.borderline = _straddles(check.interval, check.threshold)
+        self._rate_test(check, "", over, 1 - P95, harm_above=True, what="share above the budget")
         return check
 
-    def _interval(self, grid: Any, n: int) -> tuple[float, float] | None:
+    def _interval(self, grid: Any, n: float) -> tuple[float | None, float | None] | None:
         """The p95's interval from order statistics, widened by the sketch's error when a sketch gave the grid."""
-        interval = stats.quantile_interval(grid, n, 0.95, self.config.statistics.confidence)
+        interval = stats.quantile_interval(grid, n, P95, self.conf)
         return sketch.widen(interval, self.f.relative_error) if self.f.relative_error else interval
 
     def peak_memory(self, row: dict, gates: Any) -> GateCheck:
@@ -311,170 +387,298 @@ class _Measure:
             check = self._new("cold_start", gates)
             check.inapplicable, check.note = True, "no cold starts"
             return check
-        # cold starts are rare by design (a warm model has none): every measured one counts
+        # cold starts are rare by design: the test's own values_needed says when there are enough
         return self._budget("cold_start", row, gates, min_rows=1)
 
     def quality_loss(self, row: dict, gates: Any) -> GateCheck:
         key = (row["task"], row["device_tier"])
         if key not in self.pools:
-            c = self.config
-            base, level = self.f.cloud_baseline(*key, None, c.min_cloud_rows_for_baseline)
-            self.pools[key] = self._quality(self.f.get("edge", key), base, level, gates)
-            self.pools[key].note = (self.pools[key].note + "; " if self.pools[key].note else "") + \
-                "pooled over network buckets"
+            self.pools[key] = self._pool_quality(row["task"], row["device_tier"], gates)
         return self.pools[key]
 
-    def release_quality(self) -> GateCheck:
+    def _pool_quality(self, task: str, tier: str, gates: Any) -> GateCheck:
+        """Quality of task x tier, stratified over network buckets (an edge mix with offline rows is never
+        compared with a cloud mix without them); the cloud baseline widens to the task over all tiers."""
         c = self.config
-        edge_all, cloud_all = self.f.get("edge", ()), self.f.get("cloud", ())
-        enough = cloud_all and cloud_all["rows"] >= c.min_cloud_rows_for_baseline
-        return self._quality(edge_all, cloud_all if enough else None, "release", c.gates)
-
-    def _quality(self, edge: dict | None, base: dict | None, level: str | None, gates: Any) -> GateCheck:
-        conf = self.config.statistics.confidence
+        buckets = sorted({k[2] for (side, k) in self.f.by if side == "edge" and len(k) == 3 and k[:2] == (task, tier)})
+        edge_pool = self.f.get("edge", (task, tier))
+        for level, cloud_key in ((1, lambda b: (task, tier, b)), (2, lambda b: (task, "*", b))):
+            cloud_pool = self.f.get("cloud", (task, tier) if level == 1 else (task,))
+            strata = [(self.f.get("edge", (task, tier, b)), self.f.get("cloud", cloud_key(b))) for b in buckets]
+            strata = [(e, cl) for e, cl in strata if e and cl]
+            if cloud_pool and sum(cl["rows"] for _, cl in strata) >= c.min_cloud_rows_for_baseline:
+                note = "stratified over network buckets" + (
+                    "; offline rows not compared (no cloud baseline offline)" if "offline" in buckets else "")
+                return self._quality(strata, edge_pool, cloud_pool, LEVEL_NAMES[level], gates, note)
         check = self._new("quality_loss", gates)
-        if not edge or not base or base["adopted"] == 0:
+        check.short_of_data, check.note = True, "no cloud baseline with enough rows"
+        return check
+
+    def release_quality(self) -> GateCheck:
+        strata = [(r, self.f.get("cloud", key)) for (side, key), r in self.f.by.items()
+                  if side == "edge" and len(key) == 3 and key[1] != "*"]
+        strata = [(e, cl) for e, cl in strata if cl]
+        edge_all, cloud_all = self.f.get("edge", ()), self.f.get("cloud", ())
+        if not cloud_all or sum(cl["rows"] for _, cl in strata) < self.config.min_cloud_rows_for_baseline:
+            check = self._new("quality_loss", self.config.gates)
             check.short_of_data, check.note = True, "no cloud baseline with enough rows"
             return check
-        e_rate, c_rate = edge["adopted"] / edge["rows"], base["adopted"] / base["rows"]
-        check.measured, check.baseline, check.baseline_level = (c_rate - e_rate) / c_rate, c_rate, level
-        check.rows = edge["rows"]
-        # power note: rows per side to see a loss of the tolerance itself (80 % power, one-sided)
-        check.extra.update(edge_adoption=e_rate, cloud_rows=base["rows"],
-                           rows_to_detect_tolerance=stats.rows_for_rate_difference(
-                               c_rate, c_rate * check.threshold, conf))
-        check.interval = stats.relative_loss_interval(edge["adopted"], edge["rows"], base["adopted"], base["rows"],
-                                                      conf)
-        check.tests["quality"] = stats.p_relative_loss_above(
-            edge["adopted"], edge["rows"], base["adopted"], base["rows"], check.threshold)
+        return self._quality(strata, edge_all, cloud_all, "release", self.config.gates,
+                             "stratified over task x tier x network bucket")
+
+    def _quality(self, cells: list[tuple[dict, dict]], edge_pool: dict, cloud_pool: dict, level: str,
+                 gates: Any, note: str) -> GateCheck:
+        """Farrington-Manning score test of edge >= (1 - tolerance) x cloud adoption, strata combined with
+        Mantel-Haenszel weights, each arm's variance times its device design effect over the pool."""
+        check = self._new("quality_loss", gates)
+        deff_e = self.ratio(edge_pool, "adopted", "rows").design_effect
+        deff_c = self.ratio(cloud_pool, "adopted", "rows").design_effect
+        strata = [stats.Stratum(_with_deff(self.ratio(e, "adopted", "rows"), deff_e),
+                                _with_deff(self.ratio(cl, "adopted", "rows"), deff_c)) for e, cl in cells]
+        if not strata or all(s.cloud.k == 0 for s in strata):
+            check.short_of_data, check.note = True, "no cloud baseline with enough rows"
+            return check
+        theta = 1 - check.threshold
+        loss, interval = stats.stratified_relative_loss(strata, self.conf)
+        d, var = stats.stratified_ratio_score(strata, theta)
+        cloud_rate = sum(s.cloud.k for s in strata) / sum(s.cloud.n for s in strata)
+        check.measured, check.interval, check.baseline, check.baseline_level = loss, interval, cloud_rate, level
+        check.rows, check.devices = int(sum(s.edge.n for s in strata)), edge_pool["devices"]
+        check.design_effect = deff_e
+        check.borderline = _straddles(interval, check.threshold)
+        check.note = note
+        tau = check.threshold * cloud_rate * 2
+        z = -d / math.sqrt(var) if var > 0 else math.nan
+        if check.burden == "prove_safe":
+            z = -z
+        check.tests[""] = Test(stats.z_p_value(z, var, tau, self.sequential), check.burden,
+                               ("mixture SPRT" if self.sequential else "one look") + " on the stratified "
+                               "Farrington-Manning score, device design effects")
+        check.extra.update(cloud_rows=int(sum(s.cloud.n for s in strata)), cloud_devices=cloud_pool["devices"],
+                           cloud_design_effect=deff_c, edge_adoption=sum(s.edge.k for s in strata) / max(1, check.rows))
         return check
 
     def failure_detectability(self, row: dict, gates: Any) -> GateCheck:
         check = self._new("failure_detectability", gates)
-        check.rows = row["failures"]
+        check.rows, check.devices = row["failures"], row["failures_devices"]
         if row["failures"] == 0:
             check.inapplicable, check.note = True, "no failures"
             return check
-        check.measured = row["detected"] / row["failures"]
-        check.interval = stats.wilson(row["detected"], row["failures"], self.config.statistics.confidence)
-        check.tests["failure_detectability"] = stats.p_rate_below(row["detected"], row["failures"], check.threshold)
+        r = self.ratio(row, "detected", "failures")
+        check.measured, check.design_effect = r.rate, r.design_effect
+        check.interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
+        check.borderline = _straddles(check.interval, check.threshold)
+        self._rate_test(check, "", r, check.threshold, harm_above=False, what="detected share")
         return check
 
     def fallback_rate(self, row: dict, gates: Any) -> GateCheck:
         c = self.config
         check = self._new("fallback_rate", gates)
-        check.rows = row["rows"]
-        check.measured = row["fallbacks"] / row["rows"]
-        check.interval = stats.wilson(row["fallbacks"], row["rows"], c.statistics.confidence)
+        r = self.ratio(row, "fallbacks", "rows")
+        check.rows, check.devices, check.design_effect = row["rows"], row["devices"], r.design_effect
+        check.measured = r.rate
+        check.interval = stats.wilson(r.k_eff, r.n_eff, c.statistics.confidence)
+        check.borderline = _straddles(check.interval, check.threshold)
         # the absolute ceiling needs no baseline; only the excess over the cloud does
-        check.tests["fallback_ceiling"] = stats.p_rate_above(row["fallbacks"], row["rows"], check.threshold)
+        self._rate_test(check, "ceiling", r, check.threshold, harm_above=True, what="fallback rate")
         base, level = self.f.cloud_baseline(row["task"], row["device_tier"], row["network_bucket"],
                                             c.min_cloud_rows_for_baseline)
         margin = gates.fallback_rate.max_excess_over_cloud
         check.extra["max_excess_over_cloud"] = margin
         if base is None:
             check.short_of_data, check.note = True, "no cloud baseline with enough rows (ceiling judged alone)"
-        else:
-            check.baseline, check.baseline_level = base["fallbacks"] / base["rows"], level
-            check.tests["fallback_excess"] = stats.p_excess_above(
-                row["fallbacks"], row["rows"], base["fallbacks"], base["rows"], margin)
+            return check
+        cloud = self.ratio(base, "fallbacks", "rows")
+        check.baseline, check.baseline_level = cloud.rate, level
+        var = r.variance + cloud.variance
+        if not math.isfinite(var):
+            var = r.binomial_variance * r.design_effect + cloud.binomial_variance * cloud.design_effect
+        z = (r.rate - cloud.rate - margin) / math.sqrt(var) if var > 0 else math.nan
+        if check.burden == "prove_safe":
+            z = -z
+        check.tests["excess"] = Test(stats.z_p_value(z, var, max(margin, MIN_FALLBACK_TAU), self.sequential),
+                                     check.burden, ("mixture SPRT" if self.sequential else "one-look z test")
+                                     + " of edge - cloud fallback rate against the margin, device-level variances")
         return check
 
     def weak_network_latency(self, row: dict, gates: Any) -> GateCheck:
-        """Edge must beat cloud where networks are weak: the baseline stays in the weak bucket
-        (cloud latency there does not depend on the phone), own segment first, then all tiers."""
+        """Edge must beat cloud where networks are weak: the log ratio of the p95s, each p95's variance from
+        Bahadur's representation (device-level variance of the share above it over the density there).
+        The baseline stays in the weak bucket, own segment first, then all tiers."""
         c = self.config
         check = self._new("weak_network_latency", gates)
         if row["network_bucket"] != "weak":
             check.inapplicable, check.note = True, "only judged in weak networks"
             return check
         task, tier = row["task"], row["device_tier"]
-        base, level = None, None
+        base, level, base_key = None, None, None
         for lvl, key in ((0, (task, tier, "weak")), (2, (task, "*", "weak"))):
             cand = self.f.get("cloud", key)
             if cand and cand["total_n"] >= c.min_cloud_rows_for_baseline:
-                base, level = cand, LEVEL_NAMES[lvl]
+                base, level, base_key = cand, LEVEL_NAMES[lvl], key
                 break
-        check.rows, check.sql = row["total_n"], f"sql/{self.f.quantiles_sql}.sql"
+        check.rows, check.devices = row["total_n"], row["total_n_devices"]
+        check.sql = f"sql/{WEAK_SQL}.sql, sql/{self.f.quantiles_sql}.sql"
         if base is None or row["total_n"] < c.min_measured_rows:
             check.short_of_data, check.note = True, "too few weak-network rows on one side"
             return check
+        edge = self._log_p95(row, self.f.weak.get(("edge", (task, tier, "weak"))))
+        cloud = self._log_p95(base, self.f.weak.get(("cloud", base_key)))
         check.measured, check.baseline, check.baseline_level = row["total_p95"], base["total_p95"], level
         check.threshold = base["total_p95"]
-        check.interval = self._interval(row["total_grid"], row["total_n"])
-        cloud_iv = self._interval(base["total_grid"], base["total_n"])
-        check.extra["baseline_interval_95"] = list(cloud_iv) if cloud_iv else None
-        # fails on evidence: the edge's interval lies wholly above the cloud's
-        slower = bool(check.interval and cloud_iv and check.interval[0] > cloud_iv[1])
-        check.over_threshold = slower
-        check.borderline = not slower and check.measured >= check.baseline
+        check.interval = self._interval(row["total_grid"], row["total_n"] / (edge[2] or 1))
+        check.extra["baseline_interval_95"] = list(self._interval(
+            base["total_grid"], base["total_n"] / (cloud[2] or 1)) or []) or None
+        check.borderline = _straddles(check.interval, check.threshold)
+        if edge[1] is None or cloud[1] is None:
+            check.short_of_data, check.note = True, "the p95's density could not be estimated"
+            return check
+        check.design_effect = edge[2]
+        var = edge[1] + cloud[1]
+        z = (edge[0] - cloud[0]) / math.sqrt(var) if var > 0 else math.nan
+        if check.burden == "prove_safe":
+            z = -z
+        check.tests[""] = Test(stats.z_p_value(z, var, WEAK_LATENCY_TAU, self.sequential), check.burden,
+                               ("mixture SPRT" if self.sequential else "one-look z test")
+                               + " of log(edge p95 / cloud p95), Bahadur variance with device-level shares")
         return check
+
+    def _log_p95(self, row: dict, weak: dict | None) -> tuple[float, float | None, float | None]:
+        """(log p95, its variance, the design effect of the share above it)."""
+        p95, n = row["total_p95"], row["total_n"]
+        if weak is None or not _finite(p95) or p95 <= 0:
+            return math.nan, None, None
+        share = stats.device_ratio(int(weak["devices"]), float(weak["total_n"]), float(weak["above"]),
+                                   float(weak["total_n_nn"]), float(weak["above_kk"]), float(weak["above_kn"]),
+                                   self.config.min_devices)
+        h = min(stats.hall_sheather(n, P95, self.conf), 0.999 - P95, P95 - 0.80)
+        spread = stats.grid_value(row["total_grid"], P95 + h) - stats.grid_value(row["total_grid"], P95 - h)
+        share_var = max(share.variance, P95 * (1 - P95) / n) if math.isfinite(share.variance) else math.nan
+        if spread <= 0 or not math.isfinite(share_var):
+            return math.log(p95), None, share.design_effect
+        sparsity = spread / (2 * h)  # 1 / density at the p95
+        return math.log(p95), share_var * sparsity**2 / p95**2, share.design_effect
 
     def thermal(self, row: dict, gates: Any) -> GateCheck:
         check = self._budget("thermal", row, gates)
         ceiling = gates.thermal.max_throttled_share
         check.extra["max_throttled_share"] = ceiling
         if row["throttled_n"] >= self.config.min_measured_rows:
-            check.extra["throttled_share"] = row["throttled"] / row["throttled_n"]
-            check.tests["throttled_share"] = stats.p_rate_above(row["throttled"], row["throttled_n"], ceiling)
+            r = self.ratio(row, "throttled", "throttled_n")
+            check.extra["throttled_share"] = r.rate
+            self._rate_test(check, "throttled_share", r, ceiling, harm_above=True, what="throttled share")
         elif not check.short_of_data:
             check.short_of_data, check.note = True, f"{row['throttled_n']} rows report throttling"
         return check
 
     def daily_edge_seconds(self, row: dict, gates: Any) -> GateCheck:
         check = self._new("daily_edge_seconds", gates)
-        days, over = self.device_days.get((row["task"], row["device_tier"], row["network_bucket"]), (0, 0))
-        check.rows = days
+        dd = self.device_days.get((row["task"], row["device_tier"], row["network_bucket"]))
         check.extra["cap_seconds"] = self.config.network.daily_edge_seconds_cap
-        if days:
-            check.measured = over / days
-            check.interval = stats.wilson(over, days, self.config.statistics.confidence)
-            check.over_threshold = check.measured > check.threshold
-        else:
+        if not dd:
             check.short_of_data, check.note = True, "no device-days in the window"
+            return check
+        r = stats.device_ratio(int(dd["devices"]), float(dd["days"]), float(dd["over_cap"]), float(dd["days_nn"]),
+                               float(dd["over_cap_kk"]), float(dd["over_cap_kn"]), self.config.min_devices)
+        check.rows, check.devices, check.design_effect, check.measured = int(r.n), r.devices, r.design_effect, r.rate
+        check.sql = f"sql/{DEVICE_DAYS_SQL}.sql"
+        check.interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
+        check.borderline = _straddles(check.interval, check.threshold)
+        self._rate_test(check, "", r, check.threshold, harm_above=True, what="share of device-days over the cap")
         return check
+
+
+def _with_deff(r: stats.DeviceRatio, deff: float) -> stats.DeviceRatio:
+    """The stratum's ratio with the pool's design effect (devices cross strata; the pool sees them whole)."""
+    return stats.DeviceRatio(r.devices, r.n, r.k, deff * r.binomial_variance if r.n else math.nan)
 
 
 _unmeasured = [g for g in GATE_NAMES if not callable(getattr(_Measure, g, None))]
 assert not _unmeasured, f"gates of the registry without a measurement in gate.py: {_unmeasured}"
 
 
-def rejected_tests(checks: Sequence[GateCheck], alpha: float) -> set[tuple[str, int]]:
-    """(family, index of the check) of every test rejected: Holm across the checks of each family.
-    The seam for the statistics: this is the only place p-values become decisions."""
-    families: dict[str, dict[int, float]] = {}
-    for i, check in enumerate(checks):
-        for family, p in check.tests.items():
-            families.setdefault(family, {})[i] = p
-    return {(family, i) for family, ps in families.items() for i in stats.holm(ps, alpha)}
+def budget_split(config: Config) -> dict[tuple[str, str], float]:
+    """alpha per (gate, test) family: 1 - confidence, split equally over the gates that can fail on
+    evidence of harm (enforced somewhere with burden prove_harm), then over each gate's tests. Observe
+    gates and prove_safe gates are tested at the same share without spending the budget: they never
+    cause a false rollback on evidence (observe never blocks; prove_safe's errors are false keeps)."""
+    alpha = 1 - config.statistics.confidence
+    every = [config.gates, *(config.task_overrides or {}).values()]
+    spending = [g for g in GATE_NAMES
+                if any(getattr(gs, g).mode == "enforce" and getattr(gs, g).burden == "prove_harm" for gs in every)]
+    per_gate = alpha / max(1, len(spending))
+    return {(g, t): per_gate / len(BY_NAME[g].tests) for g in GATE_NAMES for t in BY_NAME[g].tests}
 
 
 def decide(checks: Sequence[GateCheck], config: Config) -> list[str]:
     """Step 2: the status of every check of one evaluation, in one pass (pure: nothing is changed)."""
-    rejected = rejected_tests(checks, 1 - config.statistics.confidence)
+    outcome = _test_outcomes(checks, config)
     statuses = []
     for i, check in enumerate(checks):
-        failed = bool(check.over_threshold) or any((family, i) in rejected for family in check.tests)
+        harm = any(outcome[(i, name)][1] for name, t in check.tests.items() if t.burden == "prove_harm")
+        unproven = any(not outcome[(i, name)][1] for name, t in check.tests.items()
+                       if t.burden == "prove_safe" and math.isfinite(t.p_value) and check.values_needed is None)
+        undecidable = any(not math.isfinite(t.p_value) for t in check.tests.values())
         if check.inapplicable:
             statuses.append("not_applicable")
-        elif failed:
+        elif harm or unproven:
             statuses.append("fail")
-        elif check.short_of_data or (check.over_threshold is None and not check.tests):
+        elif check.short_of_data or undecidable or check.values_needed is not None or not check.tests:
             statuses.append("insufficient_data")  # no evidence is never a pass
         else:
             statuses.append("pass")
     return statuses
 
 
+def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[int, str], tuple[float, bool]]:
+    """(index of the check, test name) -> (the level it was tested at, rejected). Holm inside each
+    prove_harm family; each prove_safe test at the family's share on its own."""
+    split = budget_split(config)
+    families: dict[tuple[str, str], dict[int, float]] = {}
+    out: dict[tuple[int, str], tuple[float, bool]] = {}
+    for i, check in enumerate(checks):
+        for name, t in check.tests.items():
+            level = split[(check.gate, name)]
+            if t.burden == "prove_harm" and check.values_needed is None:
+                families.setdefault((check.gate, name), {})[i] = t.p_value
+            else:
+                alpha = 1 - config.statistics.confidence if t.burden == "prove_safe" else level
+                out[(i, name)] = (alpha, math.isfinite(t.p_value) and t.p_value <= alpha)
+    for (gate, name), ps in families.items():
+        rejected = stats.holm(ps, split[(gate, name)])
+        levels = stats.holm_levels(ps, split[(gate, name)])
+        for i in ps:
+            out[(i, name)] = (levels.get(i, split[(gate, name)]), i in rejected)
+    return out
+
+
 def _settle(checks: Sequence[GateCheck], config: Config) -> None:
-    rejected = rejected_tests(checks, 1 - config.statistics.confidence)
+    outcome = _test_outcomes(checks, config)
     for i, (check, status) in enumerate(zip(checks, decide(checks, config), strict=True)):
         check.status = status
-        if check.tests:
-            check.p_value = min(check.tests.values())
-        by_test = [f for f in check.tests if (f, i) in rejected]
-        if status == "fail" and not check.over_threshold and by_test and by_test[0] in _TEST_NOTES:
-            check.note = _TEST_NOTES[by_test[0]]
+        for name, t in check.tests.items():
+            t.alpha, t.rejected = outcome[(i, name)]
+        finite = [t.p_value for t in check.tests.values() if math.isfinite(t.p_value)]
+        check.p_value = min(finite) if finite else None
+        by_test = [name for name, t in check.tests.items() if t.rejected and t.burden == "prove_harm"]
+        if status == "fail" and by_test and by_test[0] in _TEST_NOTES:
+            check.note = (check.note + "; " if check.note else "") + _TEST_NOTES[by_test[0]]
+    _size_quality(checks, config)
+
+
+def _size_quality(checks: Sequence[GateCheck], config: Config) -> None:
+    """Rows a side for the adoption test to catch a loss of twice the tolerance with 80 % power, at the
+    level Holm's first step gives this family now and with the design effects observed."""
+    quality = [c for c in checks if c.gate == "quality_loss" and c.tests]
+    alpha = budget_split(config)[("quality_loss", "")] / max(1, len(quality))
+    for c in quality:
+        cloud_rows = c.extra.get("cloud_rows") or 0
+        if not c.rows or not cloud_rows or not c.baseline:
+            continue
+        c.extra["rows_to_detect"] = stats.rows_needed_ratio(
+            c.baseline, c.threshold, c.threshold, alpha, 0.8, c.design_effect or 1.0,
+            c.extra.get("cloud_design_effect") or 1.0, cloud_rows / c.rows, 2 * c.threshold * c.baseline,
+            config.statistics.method == "sequential")
 
 
 def _dicts(cur: Any) -> list[dict[str, Any]]:
@@ -496,6 +700,18 @@ def require_release(con: duckdb.DuckDBPyConnection, release: str) -> None:
                              "Did you ingest its files? (pipeline ingest PATH)")
 
 
+def budget_params(config: Config) -> dict[str, Any]:
+    """The p95 budgets of every task with its own settings, as the list parameters segment_counts.sql reads."""
+    tasks = sorted(config.task_overrides or {})
+    params: dict[str, Any] = {"budget_tasks": tasks}
+    for spec in GATES:
+        if spec.kind == "p95_budget":
+            params[f"{spec.figure}_budget"] = [float(getattr(getattr(config.gates_for(t), spec.name),
+                                                             spec.threshold_key)) for t in tasks]
+            params[f"{spec.figure}_default"] = float(getattr(getattr(config.gates, spec.name), spec.threshold_key))
+    return params
+
+
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                   as_of: datetime | None = None, now: datetime | None = None) -> GateResult:
     now = clock.now(now or as_of)
@@ -505,11 +721,12 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     window_start = as_of - timedelta(days=config.window_days)
     params = {"release": release, "window_start": window_start, "window_end": as_of}
     error = config.engine.sketch_relative_error if estimator == quantiles.SKETCH else None
-    figures = _Figures(_dicts(sqlfiles.run(con, COUNTS_SQL, params)),
-                       quantiles.segment_quantiles(con, params, [0.95, *stats.QUANTILE_GRID], config), error,
+    figures = _Figures(_dicts(sqlfiles.run(con, COUNTS_SQL, {**params, **budget_params(config)})),
+                       quantiles.segment_quantiles(con, params, config),
+                       _dicts(sqlfiles.run(con, WEAK_SQL, params)), error,
                        quantiles.HISTOGRAMS_SQL if error else QUANTILES_SQL)
-    device_days = {(t, tier, b): (n, over)
-                   for t, tier, b, n, over in sqlfiles.run(con, DEVICE_DAYS_SQL, params).fetchall()}
+    device_days = {(r["task"], r["device_tier"], r["network_bucket"]): r
+                   for r in _dicts(sqlfiles.run(con, DEVICE_DAYS_SQL, params))}
     measure = _Measure(figures, device_days, config)
     segments = [measure.segment(row) for row in figures.segments()]
     release_wide = {"quality_loss": measure.release_quality()} if segments else {}

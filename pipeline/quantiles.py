@@ -8,8 +8,8 @@
   group and do not scale to 14 days of a billion rows a day. Whole UTC days only: the gate's window ends at
   the start of the as-of day when the sketch is used.
 
-Both give rows of the same shape (side, task, device_tier, network_bucket, level, <figure>_q), the `_q` list
-being [p95, *stats.QUANTILE_GRID] as the gate reads it.
+Both give rows of the same shape: side, task, device_tier, network_bucket, level, and per figure `<figure>_p95`
+(quantile_cont) and `<figure>_grid` (quantile_disc over stats.QUANTILE_GRID: true order statistics).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import datetime, time
 from typing import Any
 
-from pipeline import sketch, sqlfiles
+from pipeline import sketch, sqlfiles, stats
 from pipeline.config import Config
 from pipeline.engine import SKETCH, engine_name, quantile_estimator
 from pipeline.errors import UsageError
@@ -27,6 +27,7 @@ __all__ = ["SKETCH", "HISTOGRAMS_SQL", "engine_name", "estimator", "segment_quan
 HISTOGRAMS_SQL = "gate/segment_histograms"
 
 FIGURES = ("peak", "resident", "total", "cold", "rise")  # the gate's figure names (registry.GATES .figure)
+P95 = 0.95
 _KEY = ("side", "task", "device_tier", "network_bucket", "level")
 
 
@@ -46,10 +47,12 @@ def _dicts(cur: Any) -> list[dict[str, Any]]:
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
-def segment_quantiles(engine: Any, params: dict[str, Any], fractions: list[float], config: Config) -> list[dict]:
-    """The quantile rows the gate reads, from the estimator the config picks for this engine."""
+def segment_quantiles(engine: Any, params: dict[str, Any], config: Config) -> list[dict]:
+    """The quantile rows the gate reads, from the estimator the config picks for this engine: per figure its
+    p95 (`<figure>_p95`, as quantile_cont) and its order statistics over stats.QUANTILE_GRID (`<figure>_grid`,
+    as quantile_disc)."""
     if estimator(engine, config) != SKETCH:
-        return _dicts(sqlfiles.run(engine, "gate/segment_quantiles", {**params, "fractions": fractions}))
+        return _dicts(sqlfiles.run(engine, "gate/segment_quantiles", {**params, "fractions": stats.QUANTILE_GRID}))
     require_fresh_rollup(engine, config)
     groups: dict[tuple, dict[str, tuple[list[int], list[int]]]] = {}
     for row in _dicts(sqlfiles.run(engine, HISTOGRAMS_SQL, params)):
@@ -63,7 +66,9 @@ def segment_quantiles(engine: Any, params: dict[str, Any], fractions: list[float
         row = dict(zip(_KEY, key, strict=True))
         for name in FIGURES:
             buckets, counts = figures.get(name, ([], []))
-            row[f"{name}_q"] = sketch.quantiles(buckets, counts, fractions, e) if buckets else None
+            p95 = sketch.quantiles(buckets, counts, [P95], e) if buckets else None
+            row[f"{name}_p95"] = p95[0] if p95 else None
+            row[f"{name}_grid"] = sketch.order_statistics(buckets, counts, stats.QUANTILE_GRID, e) if buckets else None
         out.append(row)
     return out
 

@@ -8,6 +8,9 @@ kind:
 - "rate": a share against a floor or ceiling (and possibly the cloud's share)
 - "comparison": the edge against the cloud baseline
 - "count_share": a share of device-days
+
+Every gate is judged by hypothesis tests (README "How the gate decides"); `tests`
+names them: "" is the gate's main test, others are named parts (a family each).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class GateSpec:
     direction: str = "max"  # "max": the figure must stay at or below the threshold; "min": at or above
     threshold_key: str = ""  # the config key of its threshold ("" = the cloud baseline is the threshold)
     cloud_check_catches: bool = False  # a cloud check of the edge draft catches its failures (routing default)
+    tests: tuple[str, ...] = ("",)  # its hypothesis tests: one Holm family each, with an equal share of its alpha
 
 
 GATES: tuple[GateSpec, ...] = (
@@ -41,9 +45,10 @@ GATES: tuple[GateSpec, ...] = (
     GateSpec("failure_detectability", "failure detectability", "share", "rate", "detected", "detected", "min",
              threshold_key="min_share", cloud_check_catches=True),
     GateSpec("fallback_rate", "fallback rate", "share", "rate", "fallbacks", "fallback", threshold_key="max_rate",
-             cloud_check_catches=True),
+             cloud_check_catches=True, tests=("ceiling", "excess")),
     GateSpec("weak_network_latency", "weak-network latency", "ms", "comparison", "total", "weak-net ms"),
-    GateSpec("thermal", "thermal", "°C", "p95_budget", "rise", "rise °C", threshold_key="max_p95_rise_c"),
+    GateSpec("thermal", "thermal", "°C", "p95_budget", "rise", "rise °C", threshold_key="max_p95_rise_c",
+             tests=("", "throttled_share")),
     GateSpec("daily_edge_seconds", "daily edge seconds", "share", "count_share", "device_days", "day cap",
              threshold_key="max_share_over_cap"),
 )

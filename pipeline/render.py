@@ -66,6 +66,14 @@ def fmt_value(value: float | None) -> str:
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
+def fmt_interval(iv: Any) -> str:
+    """' [lo, hi]' of an interval; an open side (too few values to bound it) reads 'open'."""
+    if not iv:
+        return ""
+    lo, hi = (f"{v:.4g}" if v is not None else "open" for v in iv)
+    return f" [{lo}, {hi}]"
+
+
 def _gate_cell(check: Any) -> str:
     if check.status == "not_applicable":
         return "-"
@@ -94,8 +102,8 @@ def gate_table(result: Any) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     rw = result.release_wide.get("quality_loss")
     if rw and rw.measured is not None:
-        lines.append(f"release-wide quality loss {rw.measured:.3f} (threshold {rw.threshold}, p={rw.p_value:.3g}): "
-                     f"{rw.status}")
+        p = f", p={rw.p_value:.3g}" if rw.p_value is not None else ""
+        lines.append(f"release-wide quality loss {rw.measured:.3f} (threshold {rw.threshold}{p}): {rw.status}")
     lines.append("marks: X failed, ? insufficient data, - not applicable, ~ borderline, (obs) observe-only")
     lines.append(f"verdict for release {result.release}: {result.verdict.upper()} - {result.note} "
                  f"(window {result.window_start:%Y-%m-%d %H:%M} .. {result.as_of:%Y-%m-%d %H:%M} UTC)")
@@ -111,30 +119,3 @@ def _threshold(check: Any) -> str:
     t = check.threshold
     prefix = ">=" if spec.direction == "min" else "<="
     return f"{prefix}{t:.0f}" if abs(t) >= 100 else f"{prefix}{t:g}"
-
-
-def explain_segment(result: Any, segment: Any, config: Any) -> str:
-    lines = [f"release {result.release}, segment {segment.key}: {segment.decision.upper()}",
-             f"  {segment.rows} edge rows in the window {result.window_start:%Y-%m-%d %H:%M} .. "
-             f"{result.as_of:%Y-%m-%d %H:%M} UTC (minimum {config.min_rows_per_segment}); "
-             f"config {result.config_source}"]
-    for name, c in segment.checks.items():
-        iv = f" [{c.interval[0]:.4g}, {c.interval[1]:.4g}]" if c.interval else ""
-        parts = [f"{name} ({c.mode}): {c.status}", f"measured {c.measured:.4g}{iv}" if c.measured is not None else
-                 "measured -", f"threshold {c.threshold:.4g}" if c.threshold is not None else ""]
-        if c.baseline is not None:
-            parts.append(f"cloud baseline {c.baseline:.4g} ({c.baseline_level})")
-        if c.p_value is not None:
-            parts.append(f"p={c.p_value:.3g} (Holm-corrected decision)")
-        if c.borderline:
-            parts.append("borderline")
-        parts += [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.extra.items()]
-        if c.note:
-            parts.append(c.note)
-        lines.append("  " + "; ".join(p for p in parts if p) + f"  [{c.sql}, {c.rows} rows]")
-    why = {"keep_edge": "every enforced gate passes",
-           "rollback_to_cloud": "enforced gates failed: " + ", ".join(segment.failed_gates),
-           "insufficient_data": (f"needs {segment.needs_rows} more rows" if segment.needs_rows else
-                                 "an enforced gate lacks the data it needs")}[segment.decision]
-    lines.append(f"decision: {segment.decision} because {why}")
-    return "\n".join(lines)

@@ -36,6 +36,7 @@ from pipeline import sqlfiles
 from pipeline.config import Config
 from pipeline.gate import GATE_ORDER, GateCheck, GateResult, Segment
 from pipeline.registry import BY_NAME
+from pipeline.render import fmt_interval
 
 TEMPERATURE_POINTS = 3000  # edge rows drawn in the temperature scatter
 OVER_10S_MS = 10_000  # the contract's over_10s line (sql/ddl/derived.sql)
@@ -225,6 +226,7 @@ def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
             if c is None or c.measured is None:
                 continue
             lo, hi = c.interval if c.interval else (c.measured, c.measured)
+            lo, hi = (c.measured if lo is None else lo), (c.measured if hi is None else hi)  # an open side
             values.append({"device_tier": s.device_tier, "segment": s.key, "where": f"{s.task}/{s.network_bucket}",
                            "memory": label, "p95_ratio": _clean(c.measured), "lo": _clean(lo), "hi": _clean(hi),
                            "threshold": c.threshold, "status": c.status, "rows": c.rows})
@@ -335,8 +337,7 @@ def _cell(c: GateCheck | None) -> str:
     classes = [c.status] + (["borderline"] if c.borderline else []) + (["observe"] if c.mode == "observe" else [])
     detail = [f"{c.gate} ({c.mode}): {c.status}"]
     if c.measured is not None:
-        detail.append(f"measured {c.measured:.4g}" + (f" [{c.interval[0]:.4g}, {c.interval[1]:.4g}]"
-                                                      if c.interval else ""))
+        detail.append(f"measured {c.measured:.4g}{fmt_interval(c.interval)}")
     if c.threshold is not None:
         detail.append(f"threshold {c.threshold:.4g}")
     if c.baseline is not None:

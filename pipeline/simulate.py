@@ -48,8 +48,15 @@ which is mostly user fallback. Offline requests cannot be re-served: a row whose
 draft a check rejected gets error_code NETWORK instead of auto_fallback, and
 keeps its outcome.
 
-Every row is drawn independently: a segment of a few hundred rows carries the
-sampling noise real telemetry has, and the gate's statistics must cope with it.
+Devices differ (`Population`): by default only in activity (lognormal, sigma 0.7),
+so rows are nearly independent. Real phones are not: `Population(device_adoption_sd=1,
+activity_sigma=1.5, device_speed_sd=0.25)` gives each device its own adoption propensity
+(a logit shift, the same on edge and cloud), its own speed (a lognormal factor on edge
+compute) and heavy-tailed activity (a few phones send most requests), so one device's
+requests are correlated and counting rows as independent overstates the evidence.
+`edge_adoption_loss` takes an extra relative share of edge adoptions away (to
+`abandoned`), exactly, on top of the scenario: the A/A scenario with 0.03 is a loss
+exactly at the default tolerance.
 
 Scenarios change the edge build or the environment (MODELS); SCENARIOS says how,
 and which gates that breaks.
@@ -141,6 +148,20 @@ CLOUD_TIMEOUT_MS = 15_000.0
 
 
 @dataclass(frozen=True)
+class Population:
+    """How devices differ (module docstring)."""
+
+    activity_sigma: float = 0.7  # lognormal sigma of requests per device
+    device_adoption_sd: float = 0.0  # sd of a device's logit shift of adoption (edge and cloud alike)
+    device_speed_sd: float = 0.0  # sd of a device's log factor on edge compute time
+    rows_per_device: float = 20.0  # the population has about rows / this devices
+
+
+INDEPENDENT = Population()
+CLUSTERED = Population(activity_sigma=1.5, device_adoption_sd=1.0, device_speed_sd=0.25)
+
+
+@dataclass(frozen=True)
 class _Model:
     """Edge model and environment parameters of one scenario (per-tier tuples: low, mid, high, flagship)."""
 
@@ -183,7 +204,8 @@ MODELS: dict[str, _Model] = {
 
 
 def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
-             start: datetime | None = None, days: int = 7, bad_rows: int = 0) -> pa.Table:
+             start: datetime | None = None, days: int = 7, bad_rows: int = 0,
+             population: Population = INDEPENDENT, edge_adoption_loss: float = 0.0) -> pa.Table:
     """Return `rows` telemetry events of `scenario` for `release` (seed >= 0), in event_time order.
 
     The same arguments give the same table. The population (devices, tasks, networks) depends
@@ -192,10 +214,13 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
     uniform over [start, start + days), default start midnight UTC (naive) of today - days.
     `bad_rows` random rows are then made to break one or two contract row rules each,
     cycling through _BAD_KINDS (all rule kinds appear once bad_rows >= 10).
-    Raises ValueError for an unknown scenario or impossible counts.
+    `population` sets how devices differ; `edge_adoption_loss` removes that relative share of
+    edge adoptions. Raises ValueError for an unknown scenario or impossible counts.
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")
+    if not 0 <= edge_adoption_loss < 1:
+        raise ValueError(f"edge_adoption_loss must be in [0, 1) (got {edge_adoption_loss})")
     if rows < 0 or days < 1 or not 0 <= bad_rows <= rows:
         raise ValueError(f"need rows >= 0, days >= 1 and 0 <= bad_rows <= rows "
                          f"(got rows={rows}, days={days}, bad_rows={bad_rows})")
@@ -203,8 +228,10 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
     model = MODELS[scenario]
     rng = np.random.default_rng([seed, *_words(release), 1])
     call = f"{release}|{scenario}|{rows}|{start}|{days}|{bad_rows}"
+    if population != INDEPENDENT or edge_adoption_loss:
+        call += f"|{population}|{edge_adoption_loss}"
     id_rng = np.random.default_rng([seed, *_words(call), 2])
-    cols = _events(rng, rows, model)
+    cols = _events(rng, rows, model, population, edge_adoption_loss)
     t0 = int((start - datetime(1970, 1, 1)) / timedelta(microseconds=1))
     cols["event_time"] = np.sort(t0 + rng.integers(0, days * 86_400_000_000, rows, dtype=np.int64))
     cols["release"] = _strings((release,), np.zeros(rows, dtype=np.int32))
@@ -297,7 +324,7 @@ def _strings(values: tuple[str, ...], idx: np.ndarray) -> pa.Array:
     return pa.array(values, pa.string()).take(pa.array(idx, pa.int32(), mask=idx < 0))
 
 
-def _devices(rng: np.random.Generator, count: int) -> dict[str, np.ndarray | pa.Array]:
+def _devices(rng: np.random.Generator, count: int, pop: Population) -> dict[str, np.ndarray | pa.Array]:
     tier = rng.choice(4, count, p=TIER_P)
     mem = np.empty(count, dtype=np.int32)
     soc = np.empty(count, dtype=np.int32)
@@ -313,8 +340,13 @@ def _devices(rng: np.random.Generator, count: int) -> dict[str, np.ndarray | pa.
     os_version[rng.random(count) < 0.005] = -1
     return {"tier": tier, "mem": mem, "soc": soc, "os": os_version,
             "npu": rng.random(count) < np.take(NPU_P, tier), "npu_null": rng.random(count) < 0.01,
-            "activity": rng.lognormal(0, 0.7, count),
-            "id": _hex_strings(rng.integers(0, 256, (count, 8), dtype=np.uint8))}
+            "activity": rng.lognormal(0, pop.activity_sigma, count),
+            "id": _hex_strings(rng.integers(0, 256, (count, 8), dtype=np.uint8)),
+            # drawn only when asked for, so the default population's random stream is the one it always was
+            "adoption_shift": pop.device_adoption_sd * rng.standard_normal(count) if pop.device_adoption_sd
+            else np.zeros(count),
+            "speed": np.exp(pop.device_speed_sd * rng.standard_normal(count)) if pop.device_speed_sd
+            else np.ones(count)}
 
 
 def _cell_probs(model: _Model) -> np.ndarray:
@@ -363,9 +395,21 @@ def _draw_categories(rng: np.random.Generator, cell: np.ndarray, probs: np.ndarr
     return np.searchsorted(edges, cell + u, side="right") - cell * inner.shape[1]
 
 
-def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray | pa.Array]:
+def _device_adoption(rng: np.random.Generator, cat: np.ndarray, probs: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """Move rows between ADOPT and ABANDON so that a row's chance of ADOPT is
+    expit(logit(cell's P(ADOPT)) + its device's shift)."""
+    a = probs[:, ADOPT].clip(1e-9, 1 - 1e-9)
+    target = 1 / (1 + np.exp(-(np.log(a / (1 - a)) + shift)))
+    u = rng.random(len(cat))
+    up = (target > a) & (cat != ADOPT) & (u < (target - a) / (1 - a))
+    down = (target < a) & (cat == ADOPT) & (u < (a - target) / a)
+    return np.where(up, ADOPT, np.where(down, ABANDON, cat))
+
+
+def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEPENDENT,
+            edge_adoption_loss: float = 0.0) -> dict[str, np.ndarray | pa.Array]:
     """All per-request columns except event_time / release / app_version (NaN = null)."""
-    dev = _devices(rng, max(50, n // 20))
+    dev = _devices(rng, max(50, int(n / pop.rows_per_device)), pop)
     d = rng.choice(len(dev["tier"]), n, p=dev["activity"] / dev["activity"].sum())
     tier = dev["tier"][d]
     task = rng.choice(len(TASKS), n, p=TASK_P)
@@ -386,7 +430,15 @@ def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray
     prompt = np.maximum(1, np.rint(_lognormal(rng, tok[task, 0, 0], tok[task, 0, 1], n)))
     output = np.maximum(1, np.rint(_lognormal(rng, tok[task, 1, 0], tok[task, 1, 1], n)))
 
-    cat = _draw_categories(rng, ((task * 4 + tier) * 3 + bucket) * 2 + edge, _cell_probs(m))
+    cell = ((task * 4 + tier) * 3 + bucket) * 2 + edge
+    probs = _cell_probs(m)
+    cat = _draw_categories(rng, cell, probs)
+    if pop.device_adoption_sd:
+        cat = _device_adoption(rng, cat, probs[cell], dev["adoption_shift"][d])
+    if edge_adoption_loss:  # exact: ADOPT rows go with the probability that removes this share of all adoptions
+        p_adopt, p_auto = probs[cell, ADOPT], probs[cell, AUTO_ADOPT]
+        flip = edge & (cat == ADOPT) & (rng.random(n) < edge_adoption_loss * (p_adopt + p_auto) / p_adopt)
+        cat = np.where(flip, ABANDON, cat)
     checked = np.array([c[1] for c in CATEGORIES])[cat]  # a check rejected the edge draft
     auto = checked & ~offline  # offline: no cloud to re-serve it
     error_cat = cat == ERROR
@@ -407,9 +459,10 @@ def _events(rng: np.random.Generator, n: int, m: _Model) -> dict[str, np.ndarray
     cold_ms = np.where(cold, _lognormal(rng, np.take(m.cold_median_ms, tier), 0.18, n), 0.0)
     check = ~offline & (task != TASKS.index("intent"))  # generative tasks only
     check_ms = np.where(check, m.edge_check_rtt * (100 + rtt0 * rng.uniform(0.7, 1.3, n)), 0.0)
-    e_compute = (m.fixed_ms + prompt / np.take(m.prefill_tps, tier) * 1000) * _lognormal(rng, 1, 0.2, n)
+    speed = dev["speed"][d]  # a device's own slowness (thermal design, background load)
+    e_compute = (m.fixed_ms + prompt / np.take(m.prefill_tps, tier) * 1000) * _lognormal(rng, 1, 0.2, n) * speed
     e_ttft = e_compute + cold_ms + check_ms
-    e_decode = output / np.take(m.decode_tps, tier) * 1000 * _lognormal(rng, 1, 0.2, n)
+    e_decode = output / np.take(m.decode_tps, tier) * 1000 * _lognormal(rng, 1, 0.2, n) * speed
     e_decode *= np.where(auto, rng.uniform(*m.rejected_after, n), 1.0)  # a rejected draft is cut short
     e_total = e_ttft + e_decode + np.where(route == 2, 120 + rtt0 * rng.uniform(1, 2, n), 0.0)
     e_total += np.where(auto, reserve_ms, 0.0)

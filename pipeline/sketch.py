@@ -89,7 +89,8 @@ def order_statistics(buckets: Sequence[int], counts: Sequence[int], fractions: S
     return values[np.searchsorted(ends, np.asarray(ks) - 1, side="right")].tolist()
 
 
-def widen(interval: tuple[float, float] | None, relative_error: float) -> tuple[float, float] | None:
+def widen(interval: tuple[float | None, float | None] | None,
+          relative_error: float) -> tuple[float | None, float | None] | None:
     """An interval read off the sketch's quantiles, widened by the sketch's error: a bound b within e of the exact
     one, b*, has |b - b*| <= e |b*| <= e / (1 - e) |b|, so moving each bound away by that much still covers what
     exact order statistics would give."""
@@ -97,4 +98,4 @@ def widen(interval: tuple[float, float] | None, relative_error: float) -> tuple[
         return None
     lo, hi = interval
     pad = relative_error / (1 - relative_error)
-    return lo - abs(lo) * pad, hi + abs(hi) * pad
+    return (None if lo is None else lo - abs(lo) * pad), (None if hi is None else hi + abs(hi) * pad)

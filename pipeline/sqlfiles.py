@@ -113,3 +113,11 @@ def run(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, An
         return runner(relname, params or {})
     sf = sql_file(relname)
     return con.execute(sf.text, params or {}) if params else con.execute(sf.text)
+
+
+def arrow(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None) -> Any:
+    """One sql/ file's rows as an Arrow table, on DuckDB or on an engine of pipeline/engine.py."""
+    runner = getattr(con, "arrow_sql_file", None)
+    if runner is not None:
+        return runner(relname, params or {})
+    return con.execute(sql_file(relname).text, params or {}).to_arrow_table()

@@ -1,25 +1,46 @@
-"""The few statistics the gate needs, in plain Python (no SciPy on the gate's path).
+"""The statistics the gate needs, in plain Python (no SciPy on the gate's path).
 
-- Wilson score interval for rates;
-- a distribution-free interval for a quantile from order statistics: the p-th
-  quantile of n values lies between the l-th and u-th smallest with
-  l, u = n p -/+ z sqrt(n p (1 - p)) (normal approximation to the binomial);
-- one-sided z tests for "a rate is beyond its ceiling/floor" and for the edge's
-  relative adoption loss against the cloud baseline;
-- Holm's step-down correction, so testing many segments at once keeps the
-  chance of any false rollback at or below alpha.
+The unit of independence is the device. Every rate the gate tests is a ratio of
+per-request counts summed over devices (adopted / rows, exceedances of a budget /
+values, ...), and one phone sends many correlated requests, so:
+
+- `DeviceRatio`: the ratio estimator with its cluster-robust (delta-method)
+  variance over devices, Deng, Knoblich & Lu (2018), "Applying the delta method
+  in metric analytics", KDD; its design effect (Kish) is that variance over the
+  binomial one, and the effective counts are the counts divided by it.
+- Tests of a rate against a fixed threshold use the effective counts:
+  - sequential (anytime-valid): a mixture likelihood ratio with a uniform prior
+    over the alternatives up to 20 points past the threshold (Robbins 1970;
+    Ville's inequality makes P(ever M >= 1/alpha) <= alpha under the null,
+    however often one looks);
+  - fixed (one look): the exact binomial tail, via the regularized incomplete
+    beta function.
+- Tests that compare with the cloud are z statistics on device-level variances:
+  - sequential: the one-sided normal-mixture SPRT (mSPRT) of Johari, Koomen,
+    Pekelis & Walsh (2017/2022), "Always valid inference", with mixing
+    variance tau^2 on the effect scale; fixed: the normal tail;
+  - adoption: the Farrington-Manning (1990) score statistic for a ratio of
+    rates (restricted MLE under the null), each arm's variance times its device
+    design effect, strata combined with Mantel-Haenszel weights.
+- Quantiles: distribution-free intervals from exact binomial ranks of true
+  order statistics, and the Hall-Sheather (1988) bandwidth for the sparsity
+  (1 / density) a quantile's variance needs (Bahadur's representation).
+- Holm (1979) step-down inside each gate; NaN p-values are never rejections.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
 
 _N = NormalDist()
 
-# Fractions at which the gate SQL asks DuckDB for quantile_disc; the interval
-# bounds are read off this grid, rounded outwards.
+# Fractions at which the gate SQL asks DuckDB for quantile_disc (true order statistics:
+# quantile_disc(x, f) is the ceil(f * n)-th smallest value); interval bounds are read off
+# this grid, rounded outwards.
 QUANTILE_GRID: list[float] = [round(0.80 + i / 1000, 3) for i in range(200)] + [1.0]
 
 
@@ -27,89 +48,373 @@ def z_two_sided(confidence: float) -> float:
     return _N.inv_cdf(0.5 + confidence / 2)
 
 
-def wilson(k: int, n: int, confidence: float) -> tuple[float, float] | None:
+def normal_sf(z: float) -> float:
+    """P(Z > z) for a standard normal, accurate in the far tail."""
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _log_normal_cdf(z: float) -> float:
+    if z > -30:
+        return math.log(0.5 * math.erfc(-z / math.sqrt(2)))
+    return -z * z / 2 - math.log(-z) - 0.5 * math.log(2 * math.pi)  # Mills ratio
+
+
+# ------------------------------------------------------------------ device-level ratios
+
+
+@dataclass(frozen=True)
+class DeviceRatio:
+    """sum(k_i) / sum(n_i) over m devices, with the cluster-robust variance of the ratio."""
+
+    devices: int
+    n: float
+    k: float
+    variance: float  # of k / n, cluster-robust
+    deff_floor: float = 1.0  # the design effect is at least this (few devices: the worst case)
+
+    @property
+    def rate(self) -> float:
+        return self.k / self.n if self.n else math.nan
+
+    @property
+    def binomial_variance(self) -> float:
+        p = self.rate
+        return p * (1 - p) / self.n if self.n else math.nan
+
+    @property
+    def design_effect(self) -> float:
+        """Cluster-robust over binomial variance, never below 1 (rows are never worth more than
+        independent draws); 1 when the rate is 0 or 1 and the ratio is undefined."""
+        b = self.binomial_variance
+        if not b or not math.isfinite(b) or not math.isfinite(self.variance):
+            return self.deff_floor
+        return max(self.deff_floor, self.variance / b)
+
+    @property
+    def n_eff(self) -> float:
+        return self.n / self.design_effect
+
+    @property
+    def k_eff(self) -> float:
+        return self.k / self.design_effect
+
+
+def device_ratio(devices: int, n: float, k: float, nn: float, kk: float, kn: float,
+                 min_devices: int = 2) -> DeviceRatio:
+    """From per-device sums: n = sum n_i, k = sum k_i, nn = sum n_i^2, kk = sum k_i^2, kn = sum k_i n_i.
+    Var(k/n) = m / (m - 1) * sum (k_i - p n_i)^2 / n^2 (delta method, ratio of means).
+    With fewer than `min_devices` devices that variance is not to be trusted, and the design effect is
+    taken at its worst case, every device's rows fully correlated: sum n_i^2 / sum n_i (the effective
+    count is then Kish's effective number of devices, n^2 / sum n_i^2)."""
+    floor = max(1.0, nn / n) if n > 0 and devices < min_devices else 1.0
+    if n <= 0 or devices < 2:
+        return DeviceRatio(devices, n, k, math.inf if n > 0 else math.nan, floor)
+    p = k / n
+    ss = max(0.0, kk - 2 * p * kn + p * p * nn)
+    return DeviceRatio(devices, n, k, devices / (devices - 1) * ss / (n * n), floor)
+
+
+# ------------------------------------------------------------------ special functions
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1 + aa * d
+        d = 1 / (d if abs(d) > tiny else tiny)
+        c = 1 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1 + aa * d
+        d = 1 / (d if abs(d) > tiny else tiny)
+        c = 1 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < eps:
+            break
+    return h
+
+
+def log_beta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), a, b > 0."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(a * math.log(x) + b * math.log1p(-x) - log_beta(a, b))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+def log_betainc(a: float, b: float, x: float) -> float:
+    """log I_x(a, b), without underflow far in the tails (where I itself is below 1e-308)."""
+    if x <= 0:
+        return -math.inf
+    if x >= 1:
+        return 0.0
+    if x < (a + 1) / (a + b + 2):
+        return a * math.log(x) + b * math.log1p(-x) - log_beta(a, b) + math.log(_betacf(a, b, x) / a)
+    upper = b * math.log1p(-x) + a * math.log(x) - log_beta(a, b) + math.log(_betacf(b, a, 1 - x) / b)
+    return math.log1p(-math.exp(upper)) if upper < 0 else -math.inf
+
+
+def _log_diff(log_hi: float, log_lo: float) -> float:
+    """log(exp(log_hi) - exp(log_lo)) for log_hi >= log_lo."""
+    if log_lo == -math.inf:
+        return log_hi
+    if log_hi <= log_lo:
+        return -math.inf
+    return log_hi + math.log1p(-math.exp(log_lo - log_hi))
+
+
+def binom_sf(k: float, n: float, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p); real k and n are allowed (effective counts)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return betainc(k, n - k + 1, p)
+
+
+def binom_cdf(k: float, n: float, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p); real k and n are allowed."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return betainc(n - k, k + 1, 1 - p)
+
+
+# ------------------------------------------------------------------ tests of a rate against a threshold
+
+
+MIXTURE_WIDTH = 0.2  # the prior of the rate tests spreads evenly over alternatives up to 20 points past p0
+
+
+def _log_mixture_lr(k: float, n: float, p0: float, above: bool) -> float:
+    """log of the likelihood ratio of a uniform prior on (p0, p0 + w) (above) or (p0 - w, p0) (below),
+    w = MIXTURE_WIDTH clipped to [0, 1], against p = p0, for k successes in n: a nonnegative
+    supermartingale under any rate on the null side, so Ville's inequality bounds its crossing.
+    All in logs: the prior's mass under the likelihood is far below 1e-308 when the data sit outside it."""
+    a, b = k + 1, n - k + 1
+    lo, hi = (p0, min(1.0, p0 + MIXTURE_WIDTH)) if above else (max(0.0, p0 - MIXTURE_WIDTH), p0)
+    # mass = I_hi - I_lo, or the difference of the upper tails I_(1-lo)(b, a) - I_(1-hi)(b, a)
+    if log_betainc(a, b, lo) < math.log(0.5):
+        log_mass = _log_diff(log_betainc(a, b, hi), log_betainc(a, b, lo))
+    else:
+        log_mass = _log_diff(log_betainc(b, a, 1 - lo), log_betainc(b, a, 1 - hi))
+    if log_mass == -math.inf:
+        return -math.inf
+    log_l0 = k * math.log(p0) + (n - k) * math.log1p(-p0)
+    return log_beta(a, b) + log_mass - math.log(hi - lo) - log_l0
+
+
+def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool) -> float:
+    """p-value of 'the rate is on the null side of p0' (above=True: small p means the rate is above p0).
+    Sequential: 1 / mixture likelihood ratio, valid at every look (an always-valid p-value).
+    Fixed: the exact binomial tail, valid for one look. NaN when there is nothing to test."""
+    if n <= 0 or not 0 < p0 < 1:
+        return math.nan
+    if sequential:
+        return min(1.0, math.exp(-_log_mixture_lr(k, n, p0, above)))
+    return binom_sf(k, n, p0) if above else binom_cdf(k, n, p0)
+
+
+@functools.lru_cache(maxsize=1024)
+def values_needed(p0: float, above: bool, alpha: float, sequential: bool, limit: int = 10_000_000) -> int | None:
+    """The fewest (effective) values with which the most extreme outcome (all beyond p0, or none)
+    reaches alpha: fewer can never decide, so the gate says insufficient_data and this figure."""
+    if not 0 < p0 < 1:
+        return None
+
+    def decides(n: int) -> bool:
+        return rate_p_value(n if above else 0, n, p0, above, sequential) <= alpha
+
+    hi = 1
+    while not decides(hi):
+        hi *= 2
+        if hi > limit:
+            return None
+    lo = hi // 2
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if decides(mid) else (mid, hi)
+    return hi
+
+
+# ------------------------------------------------------------------ z tests against the cloud
+
+
+def msprt_p_value(z: float, r: float) -> float:
+    """Always-valid p-value of the one-sided normal-mixture SPRT: z is the standardized effect
+    toward the alternative, r = tau^2 / Var(estimate). M = 2 (1+r)^-1/2 exp(z^2 r / (2(1+r)))
+    Phi(z sqrt(r/(1+r))); p = min(1, 1/M)."""
+    if not (math.isfinite(z) and math.isfinite(r)) or r <= 0:
+        return math.nan
+    s = r / (1 + r)
+    log_m = math.log(2) - 0.5 * math.log1p(r) + z * z * s / 2 + _log_normal_cdf(z * math.sqrt(s))
+    return min(1.0, math.exp(-log_m))
+
+
+def z_p_value(z: float, variance: float, tau: float, sequential: bool) -> float:
+    """p-value of a one-sided z test (small p: evidence toward the alternative)."""
+    if not (math.isfinite(z) and math.isfinite(variance)) or variance <= 0:
+        return math.nan
+    return msprt_p_value(z, tau * tau / variance) if sequential else normal_sf(z)
+
+
+def fm_restricted(x1: float, n1: float, x2: float, n2: float, theta: float) -> tuple[float, float]:
+    """Farrington-Manning restricted MLE (p1, p2) under p1 = theta * p2."""
+    a = theta * (n1 + n2)
+    b = -(theta * n1 + x1 + n2 + theta * x2)
+    c = x1 + x2
+    p2 = (-b - math.sqrt(max(0.0, b * b - 4 * a * c))) / (2 * a)
+    p2 = min(max(p2, 0.0), 1.0)
+    return min(theta * p2, 1.0), p2
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """One network bucket of a comparison: edge and cloud device-level ratios."""
+
+    edge: DeviceRatio
+    cloud: DeviceRatio
+
+
+def stratified_ratio_score(strata: Sequence[Stratum], theta: float) -> tuple[float, float]:
+    """(D, Var D) for D = sum w (p_e - theta p_c) / sum w over strata, with Mantel-Haenszel weights
+    w = n_e n_c / (n_e + n_c), Farrington-Manning restricted variances, and each arm's variance
+    times its device design effect. D < 0: the edge is below theta x the cloud."""
+    num = den = var = 0.0
+    for s in strata:
+        e, c = s.edge, s.cloud
+        if e.n <= 0 or c.n <= 0:
+            continue
+        w = e.n * c.n / (e.n + c.n)
+        p1, p2 = fm_restricted(e.k, e.n, c.k, c.n, theta)
+        v = e.design_effect * p1 * (1 - p1) / e.n + theta**2 * c.design_effect * p2 * (1 - p2) / c.n
+        num += w * (e.rate - theta * c.rate)
+        den += w
+        var += w * w * v
+    if den == 0:
+        return math.nan, math.nan
+    return num / den, var / (den * den)
+
+
+def stratified_relative_loss(strata: Sequence[Stratum], confidence: float) -> tuple[float, tuple[float, float]]:
+    """1 - (MH-weighted edge rate) / (MH-weighted cloud rate) and its delta-method interval from the
+    device-level variances (arms independent)."""
+    ws = [(s.edge.n * s.cloud.n / (s.edge.n + s.cloud.n), s) for s in strata if s.edge.n > 0 and s.cloud.n > 0]
+    total = sum(w for w, _ in ws)
+    if not total:
+        return math.nan, (math.nan, math.nan)
+    e = sum(w * s.edge.rate for w, s in ws) / total
+    c = sum(w * s.cloud.rate for w, s in ws) / total
+    if c <= 0:
+        return math.nan, (math.nan, math.nan)
+    ve = sum(w * w * _robust(s.edge) for w, s in ws) / total**2
+    vc = sum(w * w * _robust(s.cloud) for w, s in ws) / total**2
+    ratio = e / c
+    half = z_two_sided(confidence) * math.sqrt((ve + ratio * ratio * vc) / (c * c))
+    return 1 - ratio, (1 - ratio - half, 1 - ratio + half)
+
+
+def _robust(r: DeviceRatio) -> float:
+    return r.binomial_variance * r.design_effect
+
+
+# ------------------------------------------------------------------ intervals
+
+
+def wilson(k: float, n: float, confidence: float) -> tuple[float, float] | None:
+    """Wilson score interval; with effective counts it carries the device design effect."""
     if n <= 0:
         return None
     z = z_two_sided(confidence)
     p = k / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    half = z * math.sqrt(max(0.0, p * (1 - p) / n + z * z / (4 * n * n))) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def quantile_interval(grid_values: Sequence[float] | None, n: int, p: float,
-                      confidence: float) -> tuple[float, float] | None:
-    """Bounds for the p-quantile from DuckDB's quantile_disc over QUANTILE_GRID."""
-    if not grid_values or n <= 0:
+@functools.lru_cache(maxsize=4096)
+def order_statistic_ranks(n: int, p: float, confidence: float) -> tuple[int | None, int | None]:
+    """1-based ranks (l, u) of the order statistics that bound the p-quantile of n values with
+    probability >= confidence (each side (1 - confidence) / 2), exact from the binomial:
+    P(X_(l) <= q_p) = P(Bin(n, p) >= l), P(X_(u) >= q_p) = P(Bin(n, p) <= u - 1).
+    None on a side where n is too small for any order statistic to bound it."""
+    if n <= 0:
+        return None, None
+    tail = (1 - confidence) / 2
+    lo = None
+    for r in range(min(n, math.ceil(n * p)), 0, -1):
+        if binom_sf(r, n, p) >= 1 - tail:
+            lo = r
+            break
+    hi = None
+    for r in range(max(1, math.floor(n * p)), n + 1):
+        if binom_cdf(r - 1, n, p) >= 1 - tail:
+            hi = r
+            break
+    return lo, hi
+
+
+def quantile_interval(grid_values: Sequence[float] | None, n: float, p: float,
+                      confidence: float) -> tuple[float | None, float | None] | None:
+    """Bounds for the p-quantile read off quantile_disc over QUANTILE_GRID: exact ranks for
+    `n` values (pass the effective count to carry the design effect), rounded outwards onto the
+    grid. A side is None where no order statistic bounds it."""
+    if grid_values is None or len(grid_values) == 0 or n < 1:
         return None
+    whole = int(math.floor(n))
+    lo_rank, hi_rank = order_statistic_ranks(whole, p, confidence)
+    lo = hi = None
+    if lo_rank is not None:  # the largest grid fraction whose order statistic is at or below rank l
+        idx = [i for i, f in enumerate(QUANTILE_GRID) if math.ceil(f * whole - 1e-9) <= lo_rank]
+        lo = float(grid_values[max(idx)]) if idx else None
+    if hi_rank is not None:  # the smallest at or above rank u
+        idx = [i for i, f in enumerate(QUANTILE_GRID) if math.ceil(f * whole - 1e-9) >= hi_rank]
+        hi = float(grid_values[min(idx)]) if idx else None
+    return lo, hi
+
+
+def hall_sheather(n: float, p: float, confidence: float) -> float:
+    """Hall & Sheather (1988) bandwidth for the sparsity function at the p-quantile."""
+    x = _N.inv_cdf(p)
     z = z_two_sided(confidence)
-    spread = z * math.sqrt(n * p * (1 - p))
-    lo_frac = max(0.0, math.floor(n * p - spread) / n)
-    hi_frac = min(1.0, math.ceil(n * p + spread + 1) / n)
-    lo_i = max([i for i, f in enumerate(QUANTILE_GRID) if f <= lo_frac] or [0])
-    hi_i = min([i for i, f in enumerate(QUANTILE_GRID) if f >= hi_frac] or [len(QUANTILE_GRID) - 1])
-    return float(grid_values[lo_i]), float(grid_values[hi_i])
+    return n ** (-1 / 3) * z ** (2 / 3) * (1.5 * _N.pdf(x) ** 2 / (2 * x * x + 1)) ** (1 / 3)
 
 
-def _p_upper(z: float) -> float:
-    return 1 - _N.cdf(z)
+def grid_value(grid_values: Sequence[float], fraction: float) -> float:
+    """The grid's value at the grid fraction nearest to `fraction`."""
+    i = min(range(len(QUANTILE_GRID)), key=lambda j: abs(QUANTILE_GRID[j] - fraction))
+    return float(grid_values[i])
 
 
-def p_rate_above(k: int, n: int, ceiling: float) -> float:
-    """p-value of 'rate <= ceiling' (small p: the rate is above its ceiling)."""
-    se = math.sqrt(ceiling * (1 - ceiling) / n)
-    if se == 0:
-        return 0.0 if k / n > ceiling else 1.0
-    return _p_upper((k / n - ceiling) / se)
-
-
-def p_rate_below(k: int, n: int, floor: float) -> float:
-    """p-value of 'rate >= floor' (small p: the rate is below its floor)."""
-    se = math.sqrt(floor * (1 - floor) / n)
-    if se == 0:
-        return 0.0 if k / n < floor else 1.0
-    return _p_upper((floor - k / n) / se)
-
-
-def _var(p: float, n: int) -> float:
-    return p * (1 - p) / n
-
-
-def p_excess_above(k_e: int, n_e: int, k_c: int, n_c: int, margin: float) -> float:
-    """p-value of 'edge rate - cloud rate <= margin'."""
-    e, c = k_e / n_e, k_c / n_c
-    se = math.sqrt(_var(e, n_e) + _var(c, n_c))
-    if se == 0:
-        return 0.0 if e - c > margin else 1.0
-    return _p_upper((e - c - margin) / se)
-
-
-def p_relative_loss_above(k_e: int, n_e: int, k_c: int, n_c: int, tolerance: float) -> float:
-    """p-value of '(cloud - edge) / cloud <= tolerance', i.e. edge >= (1 - tolerance) cloud."""
-    e, c = k_e / n_e, k_c / n_c
-    se = math.sqrt(_var(e, n_e) + (1 - tolerance) ** 2 * _var(c, n_c))
-    gap = (1 - tolerance) * c - e
-    if se == 0:
-        return 0.0 if gap > 0 else 1.0
-    return _p_upper(gap / se)
-
-
-def relative_loss_interval(k_e: int, n_e: int, k_c: int, n_c: int, confidence: float) -> tuple[float, float] | None:
-    """Delta-method interval for (cloud - edge) / cloud."""
-    e, c = k_e / n_e, k_c / n_c
-    if c == 0:
-        return None
-    loss = (c - e) / c
-    se = math.sqrt(_var(e, n_e) / c**2 + e**2 * _var(c, n_c) / c**4)
-    z = z_two_sided(confidence)
-    return loss - z * se, loss + z * se
+# ------------------------------------------------------------------ multiplicity
 
 
 def holm(p_values: dict[Hashable, float], alpha: float) -> set[Hashable]:
-    """Keys whose null hypothesis Holm's procedure rejects at family-wise level alpha."""
+    """Keys whose null hypothesis Holm's procedure rejects at family-wise level alpha.
+    NaN (a test that could not be computed) is never rejected and does not count in m."""
+    ordered = sorted(((k, p) for k, p in p_values.items() if isinstance(p, float | int) and math.isfinite(p)),
+                     key=lambda kv: kv[1])
     rejected: set[Hashable] = set()
-    ordered = sorted(p_values.items(), key=lambda kv: kv[1])
     m = len(ordered)
     for i, (key, p) in enumerate(ordered):
         if p > alpha / (m - i):
@@ -118,10 +423,43 @@ def holm(p_values: dict[Hashable, float], alpha: float) -> set[Hashable]:
     return rejected
 
 
-def rows_for_rate_difference(p: float, delta: float, confidence: float, power: float = 0.8) -> int | None:
-    """Rows per side to detect a drop of `delta` from rate p (one-sided), for the power note."""
-    if delta <= 0 or not 0 < p < 1:
+def holm_levels(p_values: dict[Hashable, float], alpha: float) -> dict[Hashable, float]:
+    """The level Holm compared each finite p-value with (alpha / (m - i) at its rank)."""
+    ordered = sorted(((k, p) for k, p in p_values.items() if isinstance(p, float | int) and math.isfinite(p)),
+                     key=lambda kv: kv[1])
+    return {key: alpha / (len(ordered) - i) for i, (key, _) in enumerate(ordered)}
+
+
+# ------------------------------------------------------------------ sizing
+
+
+def rows_needed_ratio(p_cloud: float, tolerance: float, delta: float, alpha: float, power: float,
+                      deff_edge: float, deff_cloud: float, cloud_share: float, tau: float,
+                      sequential: bool, limit: int = 50_000_000) -> int | None:
+    """Edge rows for the adoption test to reject with probability `power` when the true relative
+    loss is tolerance + delta, at the alpha actually spent, with `cloud_share` cloud rows per
+    edge row and the observed design effects (normal approximation to the score statistic)."""
+    theta = 1 - tolerance
+    p2 = p_cloud
+    p1 = p_cloud * (1 - tolerance - delta)
+    if not 0 < p2 < 1 or p1 <= 0 or cloud_share <= 0:
         return None
-    z_a, z_b = _N.inv_cdf(confidence), _N.inv_cdf(power)
-    q = max(1e-9, p - delta)
-    return math.ceil((z_a + z_b) ** 2 * (p * (1 - p) + q * (1 - q)) / delta**2)
+    gap = theta * p2 - p1
+    z_beta = _N.inv_cdf(power)
+
+    def enough(n: int) -> bool:
+        var = deff_edge * p1 * (1 - p1) / n + theta**2 * deff_cloud * p2 * (1 - p2) / (n * cloud_share)
+        z = gap / math.sqrt(var) - z_beta  # the z reached with probability `power`
+        p = z_p_value(z, var, tau, sequential)
+        return math.isfinite(p) and p <= alpha
+
+    hi = 16
+    while not enough(hi):
+        hi *= 2
+        if hi > limit:
+            return None
+    lo = hi // 2
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi

@@ -11,6 +11,7 @@ Plain string code: no terminal library on the start-up path of `pipeline gate`.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import textwrap
@@ -249,10 +250,11 @@ def _why(segment: Any) -> str:
     return WHY[segment.decision].format(failed=", ".join(segment.failed_gates))
 
 
-def _interval(iv: Sequence[float] | None, unit: str) -> str:
-    if not iv:
+def _interval(iv: Sequence[float | None] | None, unit: str) -> str:
+    if not iv or (iv[0] is None and iv[1] is None):
         return ""
-    lo, hi = in_unit(iv[0], unit, short=True), in_unit(iv[1], unit)
+    lo = in_unit(iv[0], unit, short=True) if iv[0] is not None else "unbounded"
+    hi = in_unit(iv[1], unit) if iv[1] is not None else "unbounded (too few values for an upper bound)"
     return f"95% interval {lo} to {hi}"
 
 
@@ -266,8 +268,11 @@ def _extra(name: str, value: Any) -> str:
         "cap_seconds": lambda v: f"cap {v:,.0f} s of edge inference per device-day",
         "edge_adoption": lambda v: f"edge adoption {percent(v)}",
         "cloud_rows": lambda v: f"{v:,} cloud rows",
-        "rows_to_detect_tolerance": lambda v: f"{v:,} rows a side would detect a loss of the threshold itself "
-                                              "(80% power)",
+        "rows_to_detect": lambda v: f"{v:,} edge rows would detect a loss of twice the threshold (80% power, "
+                                    "at the alpha this test has now)",
+        "share_over_budget": lambda v: f"{percent(v)} of values above the budget (5% allowed)",
+        "cloud_devices": lambda v: f"{v:,} cloud devices",
+        "cloud_design_effect": lambda v: f"cloud design effect {v:.2f}",
         "baseline_interval_95": lambda v: f"cloud p95 {_interval(v, 'ms')}",
     }
     if name in texts:
@@ -287,13 +292,26 @@ def _check_parts(check: Any) -> list[str]:
         what = "p95" if check.gate == "weak_network_latency" else "rate" if spec.kind == "rate" else "adoption"
         parts.append(f"cloud {what} {in_unit(check.baseline, 'ms' if spec.unit == 'ms' else 'share')} "
                      f"(baseline: {check.baseline_level})")
-    if check.p_value is not None:
-        parts.append(f"{p_text(check.p_value)} (Holm-corrected decision)")
+    parts += [test_text(name, t) for name, t in check.tests.items()]
     if check.borderline:
         parts.append("borderline")
     parts += [_extra(k, v) for k, v in check.extra.items()]
-    parts += [check.note, f"{check.rows:,} rows, {check.sql}"]
+    devices = f" from {check.devices:,} devices" if check.devices else ""
+    deff = f" (design effect {check.design_effect:.2f})" if check.design_effect else ""
+    parts += [check.note, f"{check.rows:,} rows{devices}{deff}, {check.sql}"]
     return [p for p in parts if p]
+
+
+def test_text(name: str, t: Any) -> str:
+    """One test as people read it: what it found, at which level, and how."""
+    what = f"{name.replace('_', ' ')} " if name else ""
+    p = "p not computed" if t.p_value is None or not math.isfinite(t.p_value) else p_text(t.p_value)
+    alpha = f" against alpha {t.alpha * 100:.2g}%" if t.alpha is not None else ""
+    if t.burden == "prove_safe":
+        found = "shown within the threshold" if t.rejected else "not shown within the threshold"
+    else:
+        found = "evidence the threshold is broken" if t.rejected else "no evidence the threshold is broken"
+    return f"{what}{found} ({p}{alpha}; {t.method})"
 
 
 def explain_view(result: Any, segment: Any, config: Any, width: int | None = None, colour: bool = False) -> str:

@@ -35,7 +35,9 @@ SPARK_FILES: tuple[str, ...] = (
     "gate/segment_counts",
     "gate/segment_quantiles",
     "gate/device_days",
+    "gate/weak_latency",
     "gate/segment_histograms",
+    "backtest/source",
     "rollups/insert_days",
     "rollups/insert_hist_days",
 )

@@ -66,7 +66,8 @@ class SparkEngine:
             frame = self.table(name)
             if scope and "release" in PARTITIONS[name]:
                 frame = _scoped(frame, scope)
-            frame.createOrReplaceTempView(name)
+            # `date` is the storage's partition column only: the SQL reads event_time and day, as on DuckDB
+            frame.drop("date").createOrReplaceTempView(name)
         n = self.config.network
         self.frame("views/settings_bound", {
             "weak_rtt_ms": n.weak_rtt_ms, "weak_network_types": list(n.weak_network_types),
@@ -101,6 +102,16 @@ class SparkEngine:
                 raise
             raise EngineError(f"sql/{relname.partition('#')[0]}.sql on Spark: {spark_problem(exc)}") from None
         return Rows(list(df.columns), [tuple(_plain(v) for v in r) for r in rows])
+
+    def arrow_sql_file(self, relname: str, params: dict[str, Any]) -> Any:
+        """The rows as one Arrow table on the driver (backtest's source: it replays them in DuckDB)."""
+        try:
+            self._rescope(params)
+            return self.frame(relname, params).toArrow()
+        except Exception as exc:
+            if isinstance(exc, PipelineError):
+                raise
+            raise EngineError(f"sql/{relname}.sql on Spark: {spark_problem(exc)}") from None
 
 
 def _scoped(frame: Any, scope: dict[str, Any]) -> Any:

@@ -1,21 +1,67 @@
 -- name: segment_counts
--- description: per side (edge | cloud) and level (segment, task x tier, task x bucket, task, release): counts the rate gates read
--- params: release, window_start, window_end
+-- description: per side (edge | cloud) and level (segment, task x tier, task x bucket, task, release): per-device sums of every rate the gate tests
+-- params: release, window_start, window_end, budget_tasks, peak_budget, resident_budget, total_budget, cold_budget, rise_budget, peak_default, resident_default, total_default, cold_default, rise_default
+-- The unit of independence is the device: stage 1 counts per device (within each level), stage 2
+-- sums those counts and their squares, from which pipeline/stats.py gets each ratio's
+-- cluster-robust variance (k = numerator, n = denominator: <k>, <k>_kk = sum k_i^2, <k>_kn = sum k_i n_i,
+-- <n>, <n>_nn = sum n_i^2, <n>_devices = devices with n_i > 0). `*_over` counts values above the task's p95 budget ($budget_tasks
+-- names the tasks with their own budget, the *_budget lists hold them in the same order).
 WITH picked AS (
-    SELECT *, CASE WHEN on_device THEN 'edge' ELSE 'cloud' END AS side
+    SELECT *, CASE WHEN on_device THEN 'edge' ELSE 'cloud' END AS side,
+           list_position($budget_tasks, task) AS budget_at
     FROM events_enriched
     WHERE release = $release AND event_time >= $window_start AND event_time < $window_end
+),
+budgeted AS (
+    SELECT *,
+           coalesce(list_extract($peak_budget, budget_at), $peak_default) AS peak_budget,
+           coalesce(list_extract($resident_budget, budget_at), $resident_default) AS resident_budget,
+           coalesce(list_extract($total_budget, budget_at), $total_default) AS total_budget,
+           coalesce(list_extract($cold_budget, budget_at), $cold_default) AS cold_budget,
+           coalesce(list_extract($rise_budget, budget_at), $rise_default) AS rise_budget
+    FROM picked
+),
+per_device AS (
+    SELECT side, task, device_tier, network_bucket,
+           grouping(task) * 4 + grouping(device_tier) * 2 + grouping(network_bucket) AS level,
+           count(*) AS rows,
+           count(*) FILTER (WHERE adopted) AS adopted,
+           count(*) FILTER (WHERE fallback) AS fallbacks,
+           count(*) FILTER (WHERE failure) AS failures,
+           count(*) FILTER (WHERE failure AND detected_failure) AS detected,
+           count(throttled) AS throttled_n, count(*) FILTER (WHERE throttled) AS throttled,
+           count(peak_mem_ratio) AS peak_n, count(*) FILTER (WHERE peak_mem_ratio > peak_budget) AS peak_over,
+           count(resident_mem_ratio) AS resident_n,
+           count(*) FILTER (WHERE resident_mem_ratio > resident_budget) AS resident_over,
+           count(total_ms) AS total_n, count(*) FILTER (WHERE total_ms > total_budget) AS total_over,
+           count(cold_start_ms) AS cold_n, count(*) FILTER (WHERE cold_start_ms > cold_budget) AS cold_over,
+           count(temp_rise_c) AS rise_n, count(*) FILTER (WHERE temp_rise_c > rise_budget) AS rise_over
+    FROM budgeted
+    GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket, device_id), (side, task, device_tier, device_id),
+                            (side, task, network_bucket, device_id), (side, task, device_id), (side, device_id))
 )
-SELECT side, task, device_tier, network_bucket,
-       grouping(task, device_tier, network_bucket) AS level,  -- 0 segment, 1 task x tier, 2 task x bucket, 3 task, 7 release
-       count(*) AS rows,
-       count(peak_mem_ratio) AS peak_n, count(resident_mem_ratio) AS resident_n, count(total_ms) AS total_n,
-       count(cold_start_ms) AS cold_n, count(temp_rise_c) AS rise_n,
-       count(throttled) AS throttled_n, count(*) FILTER (WHERE throttled) AS throttled,
-       count(*) FILTER (WHERE adopted) AS adopted,
-       count(*) FILTER (WHERE fallback) AS fallbacks,
-       count(*) FILTER (WHERE failure) AS failures,
-       count(*) FILTER (WHERE failure AND detected_failure) AS detected
-FROM picked
-GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket), (side, task, device_tier),
-                        (side, task, network_bucket), (side, task), (side))
+SELECT side, task, device_tier, network_bucket, level,  -- 0 segment, 1 task x tier, 2 task x bucket, 3 task, 7 release
+       count(*) AS devices,
+       sum(rows) AS rows, sum(rows * rows) AS rows_nn,
+       sum(adopted) AS adopted, sum(adopted * adopted) AS adopted_kk, sum(adopted * rows) AS adopted_kn,
+       sum(fallbacks) AS fallbacks, sum(fallbacks * fallbacks) AS fallbacks_kk, sum(fallbacks * rows) AS fallbacks_kn,
+       sum(failures) AS failures, sum(failures * failures) AS failures_nn,
+       count(*) FILTER (WHERE failures > 0) AS failures_devices,
+       sum(detected) AS detected, sum(detected * detected) AS detected_kk, sum(detected * failures) AS detected_kn,
+       sum(throttled_n) AS throttled_n, sum(throttled_n * throttled_n) AS throttled_n_nn, count(*) FILTER (WHERE throttled_n > 0) AS throttled_n_devices,
+       sum(throttled) AS throttled, sum(throttled * throttled) AS throttled_kk,
+       sum(throttled * throttled_n) AS throttled_kn,
+       sum(peak_n) AS peak_n, sum(peak_n * peak_n) AS peak_n_nn, count(*) FILTER (WHERE peak_n > 0) AS peak_n_devices,
+       sum(peak_over) AS peak_over, sum(peak_over * peak_over) AS peak_over_kk, sum(peak_over * peak_n) AS peak_over_kn,
+       sum(resident_n) AS resident_n, sum(resident_n * resident_n) AS resident_n_nn, count(*) FILTER (WHERE resident_n > 0) AS resident_n_devices,
+       sum(resident_over) AS resident_over, sum(resident_over * resident_over) AS resident_over_kk,
+       sum(resident_over * resident_n) AS resident_over_kn,
+       sum(total_n) AS total_n, sum(total_n * total_n) AS total_n_nn, count(*) FILTER (WHERE total_n > 0) AS total_n_devices,
+       sum(total_over) AS total_over, sum(total_over * total_over) AS total_over_kk,
+       sum(total_over * total_n) AS total_over_kn,
+       sum(cold_n) AS cold_n, sum(cold_n * cold_n) AS cold_n_nn, count(*) FILTER (WHERE cold_n > 0) AS cold_n_devices,
+       sum(cold_over) AS cold_over, sum(cold_over * cold_over) AS cold_over_kk, sum(cold_over * cold_n) AS cold_over_kn,
+       sum(rise_n) AS rise_n, sum(rise_n * rise_n) AS rise_n_nn, count(*) FILTER (WHERE rise_n > 0) AS rise_n_devices,
+       sum(rise_over) AS rise_over, sum(rise_over * rise_over) AS rise_over_kk, sum(rise_over * rise_n) AS rise_over_kn
+FROM per_device
+GROUP BY side, task, device_tier, network_bucket, level

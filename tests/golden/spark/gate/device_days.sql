@@ -18,7 +18,9 @@ WITH picked AS (
     day,
     SUM(total_ms) / 1000.0 AS edge_seconds
   FROM picked
-  GROUP BY ALL
+  GROUP BY
+    device_id,
+    day
 ), segment_days AS (
   SELECT DISTINCT
     task,
@@ -27,19 +29,40 @@ WITH picked AS (
     device_id,
     day
   FROM picked
+), per_device AS (
+  SELECT
+    s.task,
+    s.device_tier,
+    s.network_bucket,
+    s.device_id,
+    COUNT(*) AS days,
+    COUNT(*) FILTER(WHERE
+      t.edge_seconds > (
+        SELECT
+          daily_edge_seconds_cap
+        FROM settings_in_effect
+      )) AS over_cap
+  FROM segment_days AS s
+  JOIN totals AS t
+    ON s.device_id = t.device_id AND s.day = t.day
+  GROUP BY
+    s.task,
+    s.device_tier,
+    s.network_bucket,
+    s.device_id
 )
 SELECT
-  s.task,
-  s.device_tier,
-  s.network_bucket,
-  COUNT(*) AS device_days,
-  COUNT(*) FILTER(WHERE
-    t.edge_seconds > (
-      SELECT
-        daily_edge_seconds_cap
-      FROM settings_in_effect
-    )) AS over_cap
-FROM segment_days AS s
-JOIN totals AS t
-  USING (device_id, day)
-GROUP BY ALL
+  task,
+  device_tier,
+  network_bucket,
+  COUNT(*) AS devices,
+  SUM(days) AS days,
+  SUM(days * days) AS days_nn,
+  SUM(over_cap) AS over_cap,
+  SUM(over_cap * over_cap) AS over_cap_kk,
+  SUM(over_cap * days) AS over_cap_kn
+FROM per_device
+GROUP BY
+  task,
+  device_tier,
+  network_bucket

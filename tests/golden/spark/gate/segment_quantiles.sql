@@ -11,12 +11,17 @@ SELECT
   task,
   device_tier,
   network_bucket,
-  (GROUPING(task) * 4 + GROUPING(device_tier) * 2 + GROUPING(network_bucket)) AS level,
-  PERCENTILE(peak_mem_ratio, :fractions) AS peak_q,
-  PERCENTILE(resident_mem_ratio, :fractions) AS resident_q,
-  PERCENTILE(total_ms, :fractions) AS total_q,
-  PERCENTILE(cold_start_ms, :fractions) AS cold_q,
-  PERCENTILE(temp_rise_c, :fractions) AS rise_q
+  GROUPING(task) * 4 + GROUPING(device_tier) * 2 + GROUPING(network_bucket) AS level,
+  PERCENTILE(peak_mem_ratio, 0.95) AS peak_p95,
+  CASE WHEN COUNT(peak_mem_ratio) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(peak_mem_ratio)), GREATEST(1, CAST(CEIL(COUNT(peak_mem_ratio) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS peak_grid,
+  PERCENTILE(resident_mem_ratio, 0.95) AS resident_p95,
+  CASE WHEN COUNT(resident_mem_ratio) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(resident_mem_ratio)), GREATEST(1, CAST(CEIL(COUNT(resident_mem_ratio) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS resident_grid,
+  PERCENTILE(total_ms, 0.95) AS total_p95,
+  CASE WHEN COUNT(total_ms) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(total_ms)), GREATEST(1, CAST(CEIL(COUNT(total_ms) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS total_grid,
+  PERCENTILE(cold_start_ms, 0.95) AS cold_p95,
+  CASE WHEN COUNT(cold_start_ms) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(cold_start_ms)), GREATEST(1, CAST(CEIL(COUNT(cold_start_ms) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS cold_grid,
+  PERCENTILE(temp_rise_c, 0.95) AS rise_p95,
+  CASE WHEN COUNT(temp_rise_c) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(temp_rise_c)), GREATEST(1, CAST(CEIL(COUNT(temp_rise_c) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS rise_grid
 FROM picked
 GROUP BY
   GROUPING SETS (
