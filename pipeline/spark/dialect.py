@@ -76,7 +76,7 @@ def _anonymous(gen: SparkGenerator, node: exp.Anonymous) -> str:
     if name == "list_position" and len(args) == 2:
         return f"NULLIF(ARRAY_POSITION({args[0]}, {args[1]}), 0)"
     if name in ("list_extract", "list_element") and len(args) == 2:
-        return f"TRY_ELEMENT_AT({args[0]}, NULLIF({args[1]}, 0))"
+        return f"TRY_ELEMENT_AT({args[0]}, CAST(NULLIF({args[1]}, 0) AS INT))"
     return gen.anonymous_sql(node)
 
 

@@ -17,6 +17,7 @@ command's one line, never as JVM log lines. Starting a local session takes 10-20
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -98,6 +99,10 @@ def _quiet() -> None:
     # PySpark 4.x warns once per process that pandas >= 3 is not fully supported; the pipeline hands Spark
     # Arrow data, not pandas frames, and the figures are checked against DuckDB's (tests/test_spark.py).
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas >= 3", category=FutureWarning)
+    # PySpark logs every failed query as a JSON line on stderr (Python loggers of pyspark.errors); the error
+    # reaches the user as the command's one line instead (EngineError, naming the sql/ file)
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).disabled = True
 
 
 def _log_config() -> str:
@@ -184,6 +189,6 @@ def _first_line(exc: BaseException) -> str:
 
 def spark_problem(exc: BaseException) -> str:
     """A Spark error as one line: its error class and first message line, without the JVM stack."""
-    cls = getattr(exc, "getErrorClass", lambda: None)() or type(exc).__name__
+    cls = getattr(exc, "getCondition", lambda: None)() or type(exc).__name__
     message = _first_line(exc)
     return message if cls in message else f"{cls}: {message}"

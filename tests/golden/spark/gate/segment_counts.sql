@@ -9,11 +9,14 @@ WITH picked AS (
 ), budgeted AS (
   SELECT
     *,
-    COALESCE(TRY_ELEMENT_AT(:peak_budget, NULLIF(budget_at, 0)), :peak_default) AS peak_budget,
-    COALESCE(TRY_ELEMENT_AT(:resident_budget, NULLIF(budget_at, 0)), :resident_default) AS resident_budget,
-    COALESCE(TRY_ELEMENT_AT(:total_budget, NULLIF(budget_at, 0)), :total_default) AS total_budget,
-    COALESCE(TRY_ELEMENT_AT(:cold_budget, NULLIF(budget_at, 0)), :cold_default) AS cold_budget,
-    COALESCE(TRY_ELEMENT_AT(:rise_budget, NULLIF(budget_at, 0)), :rise_default) AS rise_budget
+    COALESCE(TRY_ELEMENT_AT(:peak_budget, CAST(NULLIF(budget_at, 0) AS INT)), :peak_default) AS peak_budget,
+    COALESCE(
+      TRY_ELEMENT_AT(:resident_budget, CAST(NULLIF(budget_at, 0) AS INT)),
+      :resident_default
+    ) AS resident_budget,
+    COALESCE(TRY_ELEMENT_AT(:total_budget, CAST(NULLIF(budget_at, 0) AS INT)), :total_default) AS total_budget,
+    COALESCE(TRY_ELEMENT_AT(:cold_budget, CAST(NULLIF(budget_at, 0) AS INT)), :cold_default) AS cold_budget,
+    COALESCE(TRY_ELEMENT_AT(:rise_budget, CAST(NULLIF(budget_at, 0) AS INT)), :rise_default) AS rise_budget
   FROM picked
 ), per_device AS (
   SELECT
