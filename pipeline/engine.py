@@ -73,7 +73,7 @@ class DuckDBEngine:
     def arrow_sql_file(self, relname: str, params: dict[str, Any]) -> Any:
         from pipeline.sqlfiles import sql_file
 
-        return self.con.execute(sql_file(relname).text, params).to_arrow_table()
+        return self.con.sql(sql_file(relname).text, params=params).to_arrow_table()
 
 
 def engine_name(engine: Any) -> str:

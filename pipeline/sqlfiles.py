@@ -120,4 +120,4 @@ def arrow(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, 
     runner = getattr(con, "arrow_sql_file", None)
     if runner is not None:
         return runner(relname, params or {})
-    return con.execute(sql_file(relname).text, params or {}).to_arrow_table()
+    return con.sql(sql_file(relname).text, params=params or {}).to_arrow_table()
