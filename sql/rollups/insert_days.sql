@@ -1,12 +1,14 @@
 -- name: insert_days
--- description: recompute the daily rollup (release x day x task x route x tier x bucket) for the touched days
+-- description: recompute the daily rollup (release x day x task x route x tier x bucket) for the days in chunk_days
 -- params: updated_at
 INSERT INTO rollup_daily
-WITH picked AS (
-    SELECT e.* FROM events_enriched e JOIN touched_days t ON e.release = t.release AND e.day = t.day
+-- picked is read by three parts below: NOT MATERIALIZED streams it to each instead of holding every
+-- column of the chunk's rows in memory (the quantiles keep their own inputs)
+WITH picked AS NOT MATERIALIZED (
+    SELECT e.* FROM events_enriched e JOIN chunk_days t ON e.release = t.release AND e.day = t.day
     -- the range lets DuckDB skip row groups of other days
-    WHERE e.event_time >= (SELECT min(day) FROM touched_days)
-      AND e.event_time < (SELECT max(day) FROM touched_days) + INTERVAL 1 DAY
+    WHERE e.event_time >= (SELECT min(day) FROM chunk_days)
+      AND e.event_time < (SELECT max(day) FROM chunk_days) + INTERVAL 1 DAY
 ),
 -- the cap is on a device's whole day of edge inference (all tasks and networks); a group counts
 -- the device-days that had a request in it, each with the device's total for that day
