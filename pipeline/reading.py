@@ -1,0 +1,171 @@
+"""A landed Parquet file, read for ingest: its hash, a full read that checks its pages, and the
+SELECT that casts its columns to the contract inside DuckDB.
+
+Each file is judged on its own (schema drift is per file). It is rejected whole, with the reason:
+- when it is unreadable, truncated or not Parquet, or a page fails its checksum: the whole file is
+  read with pyarrow, which checks every page written with a CRC (DuckDB does not);
+- when a required column is missing, or a column's type cannot hold the contract's (decided from
+  the footer's types, before any row is read);
+- when a value cannot be cast (an int32 out of range or with a fraction, an integer a double cannot
+  hold exactly): DuckDB raises while staging the file, naming the column (sql/ingest/cast_macros.sql).
+
+Accepted: strings (dictionary-encoded or not); timestamps in s, ms, µs or ns, naive (meaning UTC)
+or zoned (converted to UTC), ns truncated to µs; integers or floats for int32 and float64 columns;
+NaN in a float column reads as null; extra columns are ignored; an absent optional column is NULL.
+
+`check` holds no rows (the checked read streams), so it can run ahead of the ingest in a thread;
+DuckDB then reads the file again, straight into the staging table.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.rule_results import INDEX, STAGE
+from pipeline.schema import Column, Schema
+
+_READ_ROWS = 65_536  # rows per record batch of the checked read
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What reading a landed file found. `known`: its sha256 was already decided (not read further)."""
+
+    path: Path
+    sha: str
+    size: int
+    known: bool = False
+    rows: int = 0  # the footer's count (0 when unreadable)
+    reason: str | None = None  # why the file is rejected whole
+    casts: tuple[tuple[Column, str | None], ...] = ()  # per contract column: its cast macro, None when absent
+    extra: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def footer_rows(path: Path) -> int:
+    """The row count the footer claims (0 when it is unreadable): the manifest's rows_read of a rejected file."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # pyarrow raises ArrowInvalid, OSError and friends
+        return 0
+
+
+def _not_parquet(path: Path) -> str | None:
+    """For a file that is not Parquet at all (a CSV, say): the reason, with how to convert it."""
+    from pipeline.data_quality import convert_hint
+
+    with path.open("rb") as fh:
+        if path.suffix == ".parquet" or fh.read(4) == b"PAR1":
+            return None  # Parquet, but damaged: pyarrow's message says how
+    return f"not a Parquet file (no Parquet header); convert it first, e.g. {convert_hint(path)}"
+
+
+def cast_macro(src: pa.DataType, col: Column) -> str:
+    """The macro of sql/ingest/cast_macros.sql that turns a column of Arrow type `src` into `col`
+    ('' when DuckDB reads it as the contract's type already). TypeError when no cast may."""
+    if col.type == "string":
+        if pa.types.is_dictionary(src):
+            src = src.value_type
+        if pa.types.is_string(src) or pa.types.is_large_string(src) or pa.types.is_string_view(src):
+            return ""
+        raise TypeError(f"is {src}, expected string")
+    if col.type == "timestamp":
+        if not pa.types.is_timestamp(src):
+            raise TypeError(f"is {src}, expected a timestamp")
+        return "ns_to_timestamp" if src.unit == "ns" else "to_timestamp"
+    if col.type == "bool":
+        if not pa.types.is_boolean(src):
+            raise TypeError(f"is {src}, expected bool")
+        return ""
+    if pa.types.is_integer(src):
+        return f"int_to_{col.type}"
+    if pa.types.is_floating(src):
+        return f"float_to_{col.type}"
+    raise TypeError(f"is {src}, expected {col.type}")
+
+
+def check(path: Path, schema: Schema, decided: set[str] | frozenset[str] = frozenset()) -> Checked:
+    """Hash the file; unless its sha256 is in `decided`, read it whole (pages checked) and plan its casts."""
+    sha, size = sha256_of(path), path.stat().st_size
+    if sha in decided:
+        return Checked(path, sha, size, known=True)
+    try:  # a page written with a CRC is checked against it: a flipped bit must not load a wrong value
+        pf = pq.ParquetFile(path, page_checksum_verification=True)
+        for _ in pf.iter_batches(batch_size=_READ_ROWS):
+            pass
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = _not_parquet(path) or f"not a readable Parquet file: {message}"
+        return Checked(path, sha, size, rows=footer_rows(path), reason=reason)
+    rows, types = pf.metadata.num_rows, {f.name: f.type for f in pf.schema_arrow}
+    missing_required = [n for n in schema.required if n not in types]
+    if missing_required:
+        reason = f"missing required column {', '.join(repr(n) for n in missing_required)}"
+        return Checked(path, sha, size, rows=rows, reason=reason)
+    casts: list[tuple[Column, str | None]] = []
+    for col in schema.columns:
+        try:
+            casts.append((col, cast_macro(types[col.name], col) if col.name in types else None))
+        except TypeError as exc:
+            reason = f"column {col.name!r} cannot be cast to {col.type}: {exc}"
+            return Checked(path, sha, size, rows=rows, reason=reason)
+    return Checked(path, sha, size, rows=rows, casts=tuple(casts),
+                   extra=[n for n in types if n not in schema.names],
+                   missing=[c.name for c, macro in casts if macro is None])
+
+
+def select_sql(checked: Checked, n: int) -> str:
+    """The SELECT that reads file `n` of a staging statement as the contract's columns, `_id` counted
+    from `$first_n`; its path is the bound parameter `$path_n`."""
+    columns = []
+    for col, macro in checked.casts:
+        name = '"' + col.name.replace('"', '""') + '"'
+        if macro is None:
+            columns.append(f"CAST(NULL AS {col.duckdb_type}) AS {name}")
+        elif macro:
+            label = "'" + col.name.replace("'", "''") + "'"
+            columns.append(f"{STAGE}.{macro}({name}, {label}) AS {name}")
+        else:
+            columns.append(name)
+    return (f"SELECT {', '.join(columns)}, $first_{n} + file_row_number AS {INDEX} "
+            f"FROM read_parquet($path_{n}, file_row_number = true)")
+
+
+def stage_table_sql(schema: Schema) -> str:
+    """The staging table of a batch: the contract's columns, typed, and `_id`, the row in the batch."""
+    columns = ", ".join(f'"{c.name}" {c.duckdb_type}' for c in schema.columns)
+    return f"CREATE OR REPLACE TABLE {STAGE}.batch ({columns}, {INDEX} BIGINT)"
+
+
+@contextmanager
+def readable_paths(paths: list[Path]) -> Iterator[list[str]]:
+    """Paths DuckDB reads as they are: it expands glob characters (`*`, `?`, `[`, `{`) in a path,
+    so a file named with them is read through a link with a plain name in a private folder."""
+    with tempfile.TemporaryDirectory(prefix="pipeline-ingest-") as links:
+        out = []
+        for i, path in enumerate(paths):
+            real = os.path.abspath(path)
+            if glob.has_magic(real) or "{" in real:
+                link = os.path.join(links, f"{i}.parquet")
+                os.symlink(real, link)
+                real = link
+            out.append(real)
+        yield out
