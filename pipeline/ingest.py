@@ -151,6 +151,9 @@ DEFAULT_BATCH_ROWS = 1_000_000
 # The ingest's DuckDB memory: two staged batches (one being validated, one being stored) and the
 # warehouse's working memory. Past it, staged rows spill to <db>.tmp.
 DUCKDB_MEMORY_LIMIT = "800MB"
+# DuckDB errors that say nothing about the file being staged: never a reason to reject it
+_NOT_THE_FILE = (duckdb.OutOfMemoryException, duckdb.InterruptException, duckdb.FatalException,
+                 duckdb.TransactionException)
 _CHECK_AHEAD = 8  # files hashed and read ahead of the staging
 _validators: dict[Schema, Any] = {}
 
@@ -332,8 +335,10 @@ class Ingestor:
         for index, checked in pending:
             try:
                 self._insert(con, [checked], [first])
+            except _NOT_THE_FILE:
+                raise
             except duckdb.Error as exc:
-                reason = db.error_text(exc)
+                reason = reading.staging_error(checked.path, exc)
                 known[checked.sha] = ("rejected", str(checked.path), "this run", reason, checked.rows)
                 batch.jobs.append(_StoreJob(index, FileResult(str(checked.path), "rejected", rows_read=checked.rows,
                                                               reason=reason), checked.size, checked.sha))

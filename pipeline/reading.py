@@ -2,8 +2,9 @@
 SELECT that casts its columns to the contract inside DuckDB.
 
 Each file is judged on its own (schema drift is per file). It is rejected whole, with the reason:
-- when it is unreadable, truncated or not Parquet, or a page fails its checksum: the whole file is
-  read with pyarrow, which checks every page written with a CRC (DuckDB does not);
+- when it is unreadable, truncated or not Parquet, or a page fails its checksum: every page's CRC
+  is checked (parquet_pages; DuckDB does not check them), and the whole file is decoded, by DuckDB
+  while staging it or, for codecs whose damage DuckDB may miss, by pyarrow first;
 - when a required column is missing, or a column's type cannot hold the contract's (decided from
   the footer's types, before any row is read);
 - when a value cannot be cast (an int32 out of range or with a fraction, an integer a double cannot
@@ -13,8 +14,9 @@ Accepted: strings (dictionary-encoded or not); timestamps in s, ms, µs or ns, n
 or zoned (converted to UTC), ns truncated to µs; integers or floats for int32 and float64 columns;
 NaN in a float column reads as null; extra columns are ignored; an absent optional column is NULL.
 
-`check` holds no rows (the checked read streams), so it can run ahead of the ingest in a thread;
-DuckDB then reads the file again, straight into the staging table.
+`check` holds no rows (pyarrow's read, when there is one, streams), so it runs ahead of the
+ingest in a thread; DuckDB then reads the file again, straight into the staging table. A file
+DuckDB cannot decode there is rejected with pyarrow's reason, or DuckDB's when pyarrow reads it.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.db import error_text
+from pipeline.parquet_pages import pages_ok
 from pipeline.rule_results import INDEX, STAGE
 from pipeline.schema import Column, Schema
 
@@ -78,6 +83,23 @@ def _not_parquet(path: Path) -> str | None:
     return f"not a Parquet file (no Parquet header); convert it first, e.g. {convert_hint(path)}"
 
 
+def unreadable(path: Path, exc: Exception) -> str:
+    """The rejection reason of a file pyarrow cannot read."""
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return _not_parquet(path) or f"not a readable Parquet file: {message}"
+
+
+# Codecs whose damage DuckDB's reader reports as surely as pyarrow's (measured: with gzip, DuckDB
+# loads most flipped bits that pyarrow's zlib refuses). Pages stored so, CRCs checked by
+# parquet_pages, are decoded once, by DuckDB, while staging; any other file is decoded by pyarrow too.
+_DUCKDB_DECODES = frozenset({"UNCOMPRESSED", "SNAPPY", "ZSTD"})
+
+
+def _decoded_by_duckdb(metadata: pq.FileMetaData) -> bool:
+    return all(metadata.row_group(rg).column(c).compression in _DUCKDB_DECODES
+               for rg in range(metadata.num_row_groups) for c in range(metadata.num_columns))
+
+
 def cast_macro(src: pa.DataType, col: Column) -> str:
     """The macro of sql/ingest/cast_macros.sql that turns a column of Arrow type `src` into `col`
     ('' when DuckDB reads it as the contract's type already). TypeError when no cast may."""
@@ -109,12 +131,11 @@ def check(path: Path, schema: Schema, decided: set[str] | frozenset[str] = froze
         return Checked(path, sha, size, known=True)
     try:  # a page written with a CRC is checked against it: a flipped bit must not load a wrong value
         pf = pq.ParquetFile(path, page_checksum_verification=True)
-        for _ in pf.iter_batches(batch_size=_READ_ROWS):
-            pass
+        if not (_decoded_by_duckdb(pf.metadata) and pages_ok(str(path), pf.metadata)):
+            for _ in pf.iter_batches(batch_size=_READ_ROWS):
+                pass
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        reason = _not_parquet(path) or f"not a readable Parquet file: {message}"
-        return Checked(path, sha, size, rows=footer_rows(path), reason=reason)
+        return Checked(path, sha, size, rows=footer_rows(path), reason=unreadable(path, exc))
     rows, types = pf.metadata.num_rows, {f.name: f.type for f in pf.schema_arrow}
     missing_required = [n for n in schema.required if n not in types]
     if missing_required:
@@ -147,6 +168,20 @@ def select_sql(checked: Checked, n: int) -> str:
             columns.append(name)
     return (f"SELECT {', '.join(columns)}, $first_{n} + file_row_number AS {INDEX} "
             f"FROM read_parquet($path_{n}, file_row_number = true)")
+
+
+def staging_error(path: Path, exc: duckdb.Error) -> str:
+    """Why DuckDB could not stage this file: a value the casts refuse (the message names the column),
+    else the file's damage, in pyarrow's words when pyarrow cannot read it either."""
+    text = error_text(exc)
+    if text.startswith("column '") and " cannot be cast to " in text:
+        return text
+    try:
+        for _ in pq.ParquetFile(path).iter_batches(batch_size=_READ_ROWS):
+            pass
+    except Exception as arrow_exc:  # pyarrow raises ArrowInvalid, OSError and friends
+        return unreadable(path, arrow_exc)
+    return f"not a readable Parquet file: {text}"
 
 
 def stage_table_sql(schema: Schema) -> str:
