@@ -2,9 +2,9 @@
 
 The only module that imports Great Expectations. It turns the row rules of
 schemas/telemetry_event.yaml into one expectation suite and runs it through
-GX's SQL data source on the DuckDB connection the ingest holds, against the
-staging table `stage.batch` (the cast rows of a batch of files, `_id` = row in
-the batch). It returns, per rule, GX's own counts and the `_id`s GX found
+GX's SQL data source on the ingest's staging connection (its staging thread
+only), against the table `stage.batch` (the cast rows of a batch of files,
+`_id` = row in the batch). It returns, per rule, GX's own counts and the `_id`s GX found
 breaking the rule.
 
 Why the connection is wrapped (GX 1.24, duckdb-engine 0.17): GX runs each
