@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -53,7 +53,6 @@ from pipeline.rule_results import STAGE, Validation, ValidatorError
 from pipeline.schema import Schema, load_schema
 
 Progress = Callable[[int, int, Path], None]
-T = TypeVar("T")
 
 
 @dataclass
@@ -188,41 +187,53 @@ def validator_for(schema: Schema) -> Any:
 _DONE = object()
 
 
-def _in_background(items: Callable[[], Iterable[T]], ahead: int, stop: threading.Event) -> Iterator[T]:
-    """The items, made by a daemon thread up to `ahead` items in advance; its exception is raised here.
-    Setting `stop` ends the thread at its next item."""
-    out: queue.Queue[Any] = queue.Queue(maxsize=ahead)
+class _Background:
+    """Items made by a daemon thread, up to `ahead` of them in advance; iterating yields them, and
+    raises the thread's exception. Setting `stop` ends the thread at its next item."""
 
-    def put(item: Any) -> bool:
-        while not stop.is_set():
+    def __init__(self, items: Callable[[], Iterable[Any]], ahead: int, stop: threading.Event):
+        self._items, self._stop = items, stop
+        self._out: queue.Queue[Any] = queue.Queue(maxsize=ahead)
+        self._thread = threading.Thread(target=self._produce, daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
             try:
-                out.put(item, timeout=0.1)
+                self._out.put(item, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def produce() -> None:
+    def _produce(self) -> None:
         try:
-            for item in items():
-                if not put(item):
+            for item in self._items():
+                if not self._put(item):
                     return
-            put(_DONE)
+            self._put(_DONE)
         except BaseException as exc:  # handed to the consumer, which raises it
-            put(exc)
+            self._put(exc)
 
-    threading.Thread(target=produce, daemon=True).start()
-    while True:
-        try:
-            item = out.get(timeout=0.1)
-        except queue.Empty:
-            stopping.check()  # a stop request is noticed while waiting, too
-            continue
-        if item is _DONE:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            try:
+                item = self._out.get(timeout=0.1)
+            except queue.Empty:
+                stopping.check()  # a stop request is noticed while waiting, too
+                if self._stop.is_set():  # the run ended: so does a thread waiting here
+                    raise stopping.Interrupted("the ingest run ended") from None
+                continue
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def finished(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the thread to end; whether it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 class Ingestor:
@@ -253,10 +264,10 @@ class Ingestor:
             known = {row[0]: row[1:] for row in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
         con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": f"{self.db_path}.tmp"})
         staging = con.cursor()
+        con.execute(f"ATTACH ':memory:' AS {STAGE}")
+        sqlfiles.run(con, "ingest/cast_macros")
+        batches = _Background(lambda: self._batches(staging, files, known), 1, self._stop)
         try:
-            con.execute(f"ATTACH ':memory:' AS {STAGE}")
-            sqlfiles.run(con, "ingest/cast_macros")
-            batches = _in_background(lambda: self._batches(staging, files, known), 1, self._stop)
             for batch in batches:
                 for index, result in batch.decided:
                     self._results[index] = result
@@ -266,7 +277,9 @@ class Ingestor:
             self._stop.set()
             self._stored.release()  # a staging thread waiting to hand over its batch sees the stop
             staging.interrupt()
-        con.close()
+            if batches.finished(timeout=10):  # closing under a running query is not safe
+                staging.close()  # the staged rows go with the in-memory database
+                con.close()
         if progress:
             progress(len(files), len(files), Path(""))
         return [self._results[i] for i in sorted(self._results)]
@@ -278,8 +291,8 @@ class Ingestor:
         """The files in batches, each staged and validated, and promoted to stage.validated once the
         batch before it is stored."""
         decided = frozenset(known)
-        checks = _in_background(lambda: (reading.check(p, self.schema, decided) for p in files),
-                                _CHECK_AHEAD, self._stop)
+        checks: Iterable[reading.Checked] = _Background(
+            lambda: (reading.check(p, self.schema, decided) for p in files), _CHECK_AHEAD, self._stop)
         pending: list[tuple[int, reading.Checked]] = []
         batch = _Batch([], [])
         for index, checked in enumerate(checks):
@@ -389,6 +402,8 @@ class Ingestor:
     def _store_batch(self, con: duckdb.DuckDBPyConnection, batch: _Batch, progress: Progress | None,
                      total: int) -> None:
         """Each file of the batch in its own transaction, in file order."""
+        if not batch.jobs:  # every file was decided before: nothing to write
+            return
         with db.attached(con, self.db_path):
             if batch.failures is not None:
                 con.register("batch_failures", batch.failures)
