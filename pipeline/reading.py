@@ -52,7 +52,8 @@ class Checked:
     known: bool = False
     rows: int = 0  # the footer's count (0 when unreadable)
     reason: str | None = None  # why the file is rejected whole
-    casts: tuple[tuple[Column, str | None], ...] = ()  # per contract column: its cast macro, None when absent
+    # per contract column: its position in the file (from 1) and its cast macro; (0, None) when absent
+    casts: tuple[tuple[Column, int, str | None], ...] = ()
     extra: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
 
@@ -136,38 +137,45 @@ def check(path: Path, schema: Schema, decided: set[str] | frozenset[str] = froze
                 pass
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
         return Checked(path, sha, size, rows=footer_rows(path), reason=unreadable(path, exc))
-    rows, types = pf.metadata.num_rows, {f.name: f.type for f in pf.schema_arrow}
-    missing_required = [n for n in schema.required if n not in types]
+    rows, fields = pf.metadata.num_rows, list(pf.schema_arrow)
+    position = {f.name: i for i, f in enumerate(fields, start=1)}
+    missing_required = [n for n in schema.required if n not in position]
     if missing_required:
         reason = f"missing required column {', '.join(repr(n) for n in missing_required)}"
         return Checked(path, sha, size, rows=rows, reason=reason)
-    casts: list[tuple[Column, str | None]] = []
+    casts: list[tuple[Column, int, str | None]] = []
     for col in schema.columns:
+        if col.name not in position:
+            casts.append((col, 0, None))
+            continue
         try:
-            casts.append((col, cast_macro(types[col.name], col) if col.name in types else None))
+            casts.append((col, position[col.name], cast_macro(fields[position[col.name] - 1].type, col)))
         except TypeError as exc:
             reason = f"column {col.name!r} cannot be cast to {col.type}: {exc}"
             return Checked(path, sha, size, rows=rows, reason=reason)
     return Checked(path, sha, size, rows=rows, casts=tuple(casts),
-                   extra=[n for n in types if n not in schema.names],
-                   missing=[c.name for c, macro in casts if macro is None])
+                   extra=[f.name for f in fields if f.name not in schema.names],
+                   missing=[c.name for c, at, _ in casts if not at])
 
 
 def select_sql(checked: Checked, n: int) -> str:
     """The SELECT that reads file `n` of a staging statement as the contract's columns, `_id` counted
-    from `$first_n`; its path is the bound parameter `$path_n`."""
+    from `$first_n`; its path is the bound parameter `$path_n`. Columns are taken by position (`#3`):
+    DuckDB matches names regardless of case, so a `Total_MS` beside `total_ms` would be read for it.
+    Hive partitioning is off: DuckDB would otherwise replace a file's `release` column with the
+    value of a `release=...` folder it lies in."""
     columns = []
-    for col, macro in checked.casts:
+    for col, at, macro in checked.casts:
         name = '"' + col.name.replace('"', '""') + '"'
-        if macro is None:
+        if not at:
             columns.append(f"CAST(NULL AS {col.duckdb_type}) AS {name}")
         elif macro:
             label = "'" + col.name.replace("'", "''") + "'"
-            columns.append(f"{STAGE}.{macro}({name}, {label}) AS {name}")
+            columns.append(f"{STAGE}.{macro}(#{at}, {label}) AS {name}")
         else:
-            columns.append(name)
+            columns.append(f"#{at} AS {name}")
     return (f"SELECT {', '.join(columns)}, $first_{n} + file_row_number AS {INDEX} "
-            f"FROM read_parquet($path_{n}, file_row_number = true)")
+            f"FROM read_parquet($path_{n}, file_row_number = true, hive_partitioning = false)")
 
 
 def staging_error(path: Path, exc: duckdb.Error) -> str:

@@ -131,3 +131,25 @@ def test_a_file_named_with_glob_characters_is_read_alone(tmp_path, db_path):
 
     assert (result.files[0].status, result.files[0].accepted) == ("loaded", 10)
     assert stored(db_path, "SELECT count(*), min(event_id) FROM events") == [(10, "0065-00000000")]
+
+
+def test_a_release_folder_does_not_replace_the_files_own_release(tmp_path, db_path):
+    # DuckDB reads key=value folders as columns by default, over the file's own column of that name
+    path = write(valid_table(10, seed=67), tmp_path / "land" / "release=9.99" / "a.parquet")
+
+    ingest(db_path, [path], now=NOW)
+
+    assert stored(db_path, "SELECT DISTINCT release FROM events") == [("4.12",)]
+
+
+def test_a_column_named_like_a_contract_column_in_another_case_is_an_extra_column(tmp_path, db_path):
+    # DuckDB matches names regardless of case: `Total_MS` first in the file would be read as total_ms
+    table = valid_table(10, seed=68)
+    table = pa.table({"Total_MS": pa.array([-5.0] * 10), **{n: table[n] for n in table.column_names}})
+    path = write(table, tmp_path / "land" / "a.parquet")
+
+    result = ingest(db_path, [path], now=NOW)
+
+    assert (result.files[0].status, result.files[0].accepted, result.files[0].extra_columns) == (
+        "loaded", 10, ["Total_MS"])
+    assert stored(db_path, "SELECT min(total_ms) > 0 FROM events") == [(True,)]
