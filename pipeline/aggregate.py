@@ -2,6 +2,9 @@
 
 Refreshed incrementally: only the (release, day) pairs that rows of files newer
 than the last refresh fall on are deleted and recomputed, in one transaction.
+The exact quantiles hold every value of their group in memory, so the days are
+recomputed in chunks of about CHUNK_ROWS stored rows (a bigger day is a chunk of
+its own): the refresh's memory follows the chunk, not the run or the warehouse.
 A change of the thresholds derived fields use (network bucket, daily cap)
 rebuilds everything, since every stored figure depends on them.
 """
@@ -20,6 +23,8 @@ import duckdb
 
 from pipeline import clock, db, sqlfiles
 from pipeline.config import Config
+
+CHUNK_ROWS = 1_000_000  # stored rows recomputed per pass of rollups/insert_days (whole days)
 
 
 @dataclass
@@ -77,11 +82,13 @@ def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | N
             if full:
                 con.execute("DELETE FROM rollup_daily")
             sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after})
-            days = con.execute("SELECT release, day FROM touched_days ORDER BY release, day").fetchall()
+            day_rows = sqlfiles.run(con, "rollups/day_rows").fetchall()
             groups = 0
-            if days:
+            if day_rows:
                 sqlfiles.run(con, "rollups/delete_days")
-                groups = sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
+            for first, last in day_chunks([rows for _, _, rows in day_rows], CHUNK_ROWS):
+                sqlfiles.run(con, "rollups/chunk_days", {"first": first, "last": last})
+                groups += sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
             con.execute("DELETE FROM rollup_stale_days")
             last = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
             con.execute("DELETE FROM rollup_state")
@@ -91,4 +98,19 @@ def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | N
         except BaseException:
             con.rollback()
             raise
-    return RefreshResult(full, [(r, d) for r, d in days], groups, time.perf_counter() - start)
+    return RefreshResult(full, [(r, d) for r, d, _ in day_rows], groups, time.perf_counter() - start)
+
+
+def day_chunks(rows: list[int], budget: int) -> list[tuple[int, int]]:
+    """Runs of consecutive days (positions first..last, from 1) holding at most `budget` rows
+    together; a day with more rows than that is a run of its own."""
+    chunks: list[tuple[int, int]] = []
+    first, total = 1, 0
+    for position, n in enumerate(rows, start=1):
+        if total and total + n > budget:
+            chunks.append((first, position - 1))
+            first, total = position, 0
+        total += n
+    if rows:
+        chunks.append((first, len(rows)))
+    return chunks
