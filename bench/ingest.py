@@ -8,15 +8,17 @@ Writes the files once (bench/out/land-<rows>-<files>/), then in the same run:
   pipeline: `pipeline ingest` (hash, cast, Great Expectations on every row through its
             SQL data source on DuckDB, quarantine, dedupe, manifest, one transaction per
             file, rollup refresh)
-Each runs as its own process so its peak RSS is its own. Prints rows/s, peak RSS
-and the ratio pipeline / by hand (target at 5M rows: <= 1.5, peak RSS <= 1.5 GB;
-at 1M rows, where fixed costs such as importing GX weigh more: <= 2.5).
+Each runs as its own process so its peak RSS and CPU time are its own. Prints rows/s, peak RSS,
+CPU seconds, the load average around the pair, and the ratio pipeline / by hand (target at 5M
+rows: <= 1.5, peak RSS <= 1.5 GB; at 1M rows, where fixed costs such as importing GX weigh more:
+<= 2.5).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from common import ROOT, timed
@@ -51,6 +53,11 @@ print(con.execute("SELECT count(*) FROM events").fetchone()[0])
 """
 
 
+def _load_average() -> str:
+    """The 1-minute load average: on a shared machine it says how much the two timings competed."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=5_000_000)
@@ -58,7 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     land = OUT / f"land-{args.rows}-{args.files}"
     if not land.exists():  # in a child process, so this process's RSS stays small
-        seconds, _, _, _ = timed([sys.executable, "-m", "pipeline", "simulate", "--out", str(land), "--release", "4.12",
+        seconds, *_ = timed([sys.executable, "-m", "pipeline", "simulate", "--out", str(land), "--release", "4.12",
                                "--rows", str(args.rows), "--files", str(args.files), "--seed", "1",
                                "--bad-rows", str(args.files * 5)])
         print(f"wrote {args.rows} rows in {args.files} files in {seconds:.1f} s")
@@ -66,16 +73,20 @@ def main() -> None:
     for stale in OUT.glob("bench-*.duckdb*"):
         stale.unlink()
 
-    hand_s, hand_rss, hand_out, _ = timed([sys.executable, "-c", BY_HAND, str(OUT / "bench-hand.duckdb"), *files])
-    pipe_s, pipe_rss, pipe_out, _ = timed([sys.executable, "-m", "pipeline", "ingest", "--json",
+    load = _load_average()
+    hand_s, hand_rss, hand_out, _, hand_cpu = timed([sys.executable, "-c", BY_HAND, str(OUT / "bench-hand.duckdb"),
+                                                     *files])
+    pipe_s, pipe_rss, pipe_out, _, pipe_cpu = timed([sys.executable, "-m", "pipeline", "ingest", "--json",
                                         "--db", str(OUT / "bench-pipeline.duckdb"), str(land)])
     summary = json.loads(pipe_out)
 
     rows = args.rows
     print(f"rows: {rows} in {len(files)} files; by hand kept {int(hand_out)}, pipeline accepted "
           f"{summary['accepted']}, quarantined {summary['quarantined']}, duplicates {summary['duplicates']}")
-    print(f"by hand : {hand_s:7.1f} s  {rows / hand_s:>10,.0f} rows/s  peak RSS {hand_rss:,.0f} MB")
-    print(f"pipeline: {pipe_s:7.1f} s  {rows / pipe_s:>10,.0f} rows/s  peak RSS {pipe_rss:,.0f} MB")
+    print(f"by hand : {hand_s:7.1f} s  {rows / hand_s:>10,.0f} rows/s  peak RSS {hand_rss:,.0f} MB  "
+          f"CPU {hand_cpu:.1f} s  (load average {load} at the start, {_load_average()} at the end)")
+    print(f"pipeline: {pipe_s:7.1f} s  {rows / pipe_s:>10,.0f} rows/s  peak RSS {pipe_rss:,.0f} MB  "
+          f"CPU {pipe_cpu:.1f} s (CPU ratio {pipe_cpu / hand_cpu:.2f})")
     target = 1.5 if rows >= 5_000_000 else 2.5
     print(f"ratio pipeline / by hand: {pipe_s / hand_s:.2f} (target <= {target}); peak RSS {pipe_rss / 1024:.2f} GB "
           "(target <= 1.5 GB)")

@@ -30,7 +30,7 @@ import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from common import ROOT, timed
+from common import ROOT, Timed, timed
 
 OUT = ROOT / "bench" / "out"
 DAYS = 14
@@ -330,7 +330,7 @@ def plan(rows: int) -> list[tuple[int, str, str, int]]:
     return [c for c in chunks if c[3] > 0]
 
 
-def fastest(runs: list[tuple[float, float, str, int]]) -> tuple[float, float, str, int]:
+def fastest(runs: list[Timed]) -> Timed:
     return min(runs, key=lambda run: run[0])
 
 
@@ -384,7 +384,7 @@ def main() -> None:
             stale.unlink()
         start = datetime.combine(datetime.now(UTC).date(), datetime.min.time()) - timedelta(days=DAYS + 1)
         chunks = plan(args.rows)
-        seconds, rss, out, _ = timed(py(BUILD, building, start.isoformat(), json.dumps(chunks)))
+        seconds, rss, out, *_ = timed(py(BUILD, building, start.isoformat(), json.dumps(chunks)))
         built = json.loads(out)
         building.rename(cache)
         Path(f"{building}.lock").unlink(missing_ok=True)

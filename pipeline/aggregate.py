@@ -2,6 +2,9 @@
 
 Refreshed incrementally: only the (release, day) pairs that rows of files newer
 than the last refresh fall on are deleted and recomputed, in one transaction.
+The exact quantiles hold every value of their group in memory, so the days are
+recomputed in chunks of about CHUNK_ROWS stored rows (a bigger day is a chunk of
+its own): the refresh's memory follows the chunk, not the run or the warehouse.
 A change of the thresholds derived fields use (network bucket, daily cap)
 rebuilds everything, since every stored figure depends on them.
 """
@@ -20,6 +23,8 @@ import duckdb
 
 from pipeline import clock, db, sketch, sqlfiles
 from pipeline.config import Config
+
+CHUNK_ROWS = 1_000_000  # stored rows recomputed per pass of rollups/insert_days (whole days)
 
 
 @dataclass
@@ -90,13 +95,15 @@ def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | N
                 con.execute("DELETE FROM rollup_daily")
                 con.execute("DELETE FROM rollup_hist")
             sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after})
-            days = con.execute("SELECT release, day FROM touched_days ORDER BY release, day").fetchall()
+            day_rows = sqlfiles.run(con, "rollups/day_rows").fetchall()
             groups = 0
-            if days:
+            if day_rows:
                 sqlfiles.run(con, "rollups/delete_days")
-                groups = sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
                 sqlfiles.run(con, "rollups/delete_hist_days")
-                error = histogram_error(config)
+            error = histogram_error(config)
+            for first, last in day_chunks([rows for _, _, rows in day_rows], CHUNK_ROWS):
+                sqlfiles.run(con, "rollups/chunk_days", {"first": first, "last": last})
+                groups += sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
                 if error is not None:  # the sketch's daily partials (pipeline/sketch.py)
                     sqlfiles.run(con, "rollups/insert_hist_days", {"log_gamma": sketch.log_gamma(error)})
             con.execute("DELETE FROM rollup_stale_days")
@@ -108,4 +115,19 @@ def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | N
         except BaseException:
             con.rollback()
             raise
-    return RefreshResult(full, [(r, d) for r, d in days], groups, time.perf_counter() - start)
+    return RefreshResult(full, [(r, d) for r, d, _ in day_rows], groups, time.perf_counter() - start)
+
+
+def day_chunks(rows: list[int], budget: int) -> list[tuple[int, int]]:
+    """Runs of consecutive days (positions first..last, from 1) holding at most `budget` rows
+    together; a day with more rows than that is a run of its own."""
+    chunks: list[tuple[int, int]] = []
+    first, total = 1, 0
+    for position, n in enumerate(rows, start=1):
+        if total and total + n > budget:
+            chunks.append((first, position - 1))
+            first, total = position, 0
+        total += n
+    if rows:
+        chunks.append((first, len(rows)))
+    return chunks

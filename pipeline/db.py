@@ -133,9 +133,13 @@ def _open_waiting(path: Path, read_only: bool, config: dict | None,
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """The warehouse tables and views, in the connection's default database."""
     con.execute(events_ddl(load_schema()))
     con.execute(sqlfiles.sql_file("ddl/tables").text)
     con.execute(sqlfiles.sql_file("ddl/derived").text)
+    if os.environ.get(FAULT_ENV) == "checkpoint":
+        con.execute("SET checkpoint_threshold = '1b'")
+        con.execute("SET debug_checkpoint_abort = 'before_header'")
 
 
 def scratch(threads: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -153,16 +157,63 @@ def connect_write(path: Path, wait: float | None = None) -> duckdb.DuckDBPyConne
     con = _open_waiting(path, read_only=False, config=None, wait=wait)
     try:
         _create_tables(con)
-        if os.environ.get(FAULT_ENV) == "checkpoint":
-            con.execute("SET checkpoint_threshold = '1b'")
-            con.execute("SET debug_checkpoint_abort = 'before_header'")
     except BaseException:
         con.close()
         raise
     return con
 
 
+WAREHOUSE = "warehouse"  # the catalog name of a warehouse attached by `attached`
+
+
+@contextmanager
+def attached(con: duckdb.DuckDBPyConnection, path: Path, wait: float | None = None) -> Iterator[None]:
+    """The warehouse at `path` attached read-write to `con` (a connection to another database, such
+    as ingest's in-memory staging one) as its default database, with the tables in place; detached
+    on leaving, which frees the file for readers. Waits for another process's brief hold like
+    connect_write. Callers hold writer_lock."""
+    require_folder(path)
+    wait = busy_timeout() if wait is None else wait
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            con.execute(f"ATTACH $path AS {WAREHOUSE}", {"path": str(path)})
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise DatabaseError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
+            if time.monotonic() >= deadline:
+                raise DatabaseBusy(f"database {path} is held by another writer ({_holder_from_duckdb(str(exc))}); "
+                                   f"waited {wait:g} s; try again when it finishes, or wait longer with "
+                                   f"--busy-timeout SECONDS (or {BUSY_TIMEOUT_ENV})") from None
+            time.sleep(0.05)
+        except duckdb.Error as exc:
+            raise DatabaseError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
+    home = con.execute("SELECT current_database()").fetchone()[0]
+    try:
+        con.execute(f"USE {WAREHOUSE}")
+        _create_tables(con)
+        yield
+    except BaseException:
+        try:  # the database may have failed under the body: the exception in flight says why
+            con.execute(f"USE {home}")
+            con.execute(f"DETACH {WAREHOUSE}")
+        except duckdb.Error:
+            pass
+        raise
+    con.execute(f"USE {home}")
+    con.execute(f"DETACH {WAREHOUSE}")  # checkpoints the file and closes it
+
+
 _ERROR_PREFIX = re.compile(r"^(?:[A-Z][A-Za-z]* )*Error: ")
+
+
+def error_text(exc: duckdb.Error) -> str:
+    """DuckDB's message without its "Invalid Input Error: "-style prefix, first line only."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    while _ERROR_PREFIX.match(text):
+        text = _ERROR_PREFIX.sub("", text, count=1)
+    return text
 
 
 def storage_failure(path: Path, exc: BaseException) -> str | None:
@@ -180,9 +231,14 @@ def storage_failure(path: Path, exc: BaseException) -> str | None:
     text = " ".join(str(root).split())
     original = re.search(r'Original error: "(.*)"', text)
     cause = original.group(1) if original else text
+    # an attached warehouse (ingest's) words a failed checkpoint as the failure of that database
+    failed = re.search(r'Checkpoint failed for database "[^"]*"\. The database has been invalidated\. '
+                       r"Original error: (.*)", text)
+    if failed:
+        cause = f"Failed to create checkpoint because of error: {failed.group(1)}"
     while _ERROR_PREFIX.match(cause):
         cause = _ERROR_PREFIX.sub("", cause, count=1)
-    if isinstance(root, duckdb.FatalException) or original:
+    if isinstance(root, duckdb.FatalException) or original or failed:
         return (f"database {path} failed and DuckDB closed it: {cause}; "
                 "what was committed is kept, run the command again to finish")
     if isinstance(root, duckdb.IOException) or "Failed to commit" in text:

@@ -3,7 +3,8 @@
 Per file, in order:
 1. content hash: a file whose sha256 is already loaded (any name) is skipped;
 2. read the whole file (a readable footer proves nothing) and cast each contract
-   column; a missing required column or an uncastable one rejects the file;
+   column; a missing required column or an uncastable one rejects the file
+   (reading.py);
 3. Great Expectations checks every row rule (validate.py), on the rows staged in
    DuckDB;
 4. one transaction: manifest row, quarantined rows with the rules they broke,
@@ -18,36 +19,40 @@ the valid copies of an event_id the one with the earliest event_time wins, then
 the smallest content hash (sql/ingest/rank_copies.sql), so the stored rows do
 not depend on the order files arrive in. A later copy that wins replaces the
 stored one; the file that held it counts that row as a duplicate from then on.
+
+Three threads share the work, so the files' reading and validation overlap the
+storing (DuckDB stores on about one core):
+- checking (reading.check): hashes each file and reads it whole, pages checked,
+  ahead of the others; it holds no rows;
+- staging: reads a batch of whole files into DuckDB (`stage.batch`), cast to the
+  contract, and has Great Expectations validate it;
+- the caller's thread: stores each file of the previous batch in its own
+  transaction, and is the only one that writes the warehouse.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
+import queue
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from pipeline import clock, db, sqlfiles, stopping
+from pipeline import clock, db, reading, sqlfiles, stopping
 from pipeline.landing import discover, shown
 from pipeline.output_schema import SCHEMA_VERSION
-from pipeline.rule_results import INDEX, STAGE, Validation, ValidatorError
-from pipeline.schema import Column, Schema, load_schema
+from pipeline.rule_results import STAGE, Validation, ValidatorError
+from pipeline.schema import Schema, load_schema
 
 Progress = Callable[[int, int, Path], None]
-
-
-class FileRejected(Exception):
-    """The whole file is unusable; the message is the one-line reason."""
 
 
 @dataclass
@@ -116,108 +121,6 @@ class IngestResult:
         return "\n".join(lines)
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _cast_column(arr: pa.ChunkedArray, col: Column) -> pa.ChunkedArray:
-    src = arr.type
-    if col.type == "string":
-        if pa.types.is_dictionary(src):
-            arr, src = arr.cast(src.value_type), src.value_type
-        if not (pa.types.is_string(src) or pa.types.is_large_string(src) or pa.types.is_string_view(src)):
-            raise TypeError(f"is {src}, expected string")
-        return arr.cast(pa.string())
-    if col.type == "timestamp":
-        if not pa.types.is_timestamp(src):
-            raise TypeError(f"is {src}, expected a timestamp")
-        if src.tz is not None:  # Arrow keeps instants in UTC; dropping the zone keeps the UTC wall time
-            arr = arr.cast(pa.timestamp(src.unit))
-        # sub-microsecond digits are below telemetry's precision: ns is truncated to µs
-        return arr.cast(pa.timestamp("us"), safe=src.unit != "ns")
-    if col.type == "bool" and not pa.types.is_boolean(src):
-        raise TypeError(f"is {src}, expected bool")
-    if col.type in ("int32", "float64") and not (pa.types.is_integer(src) or pa.types.is_floating(src)):
-        raise TypeError(f"is {src}, expected {col.type}")
-    out = arr.cast(col.arrow_type)  # safe: overflow or fractional ints raise
-    if col.type == "float64":  # NaN is not a measurement: it counts as missing
-        out = pc.if_else(pc.is_nan(out), pa.scalar(None, pa.float64()), out)
-    return out
-
-
-def _not_parquet(path: Path) -> str | None:
-    """For a file that is not Parquet at all (a CSV, say): the reason, with how to convert it."""
-    from pipeline.data_quality import convert_hint
-
-    with path.open("rb") as fh:
-        if path.suffix == ".parquet" or fh.read(4) == b"PAR1":
-            return None  # Parquet, but damaged: pyarrow's message says how
-    return f"not a Parquet file (no Parquet header); convert it first, e.g. {convert_hint(path)}"
-
-
-def known_file(path: Path, entry: tuple) -> FileResult:
-    """A file whose bytes are in the manifest (`known`: sha256 -> status, where, when, reason, rows): skipped,
-    or rejected again with the first verdict, without a new manifest row."""
-    status, where, when, reason, rows = entry
-    shown = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
-    if status == "rejected":  # the same bytes: the same verdict
-        return FileResult(str(path), "rejected", rows_read=rows,
-                          reason=f"{reason} (already rejected as {where} at {shown})")
-    return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {shown}")
-
-
-def footer_rows(path: Path) -> int:
-    """The row count the footer claims (0 when it is unreadable): the manifest's rows_read of a rejected file."""
-    try:
-        return pq.ParquetFile(path).metadata.num_rows
-    except Exception:  # pyarrow raises ArrowInvalid, OSError and friends
-        return 0
-
-
-def read_contract_table(path: Path, schema: Schema) -> tuple[pa.Table, list[str], list[str]]:
-    """The file as a table of exactly the contract's columns and types, plus the
-    extra columns ignored and the optional columns absent. Raises FileRejected."""
-    try:  # a page written with a CRC is checked against it: a flipped bit must not load a wrong value
-        raw = pq.read_table(path, page_checksum_verification=True)
-    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise FileRejected(_not_parquet(path) or f"not a readable Parquet file: {message}") from None
-    present = set(raw.column_names)
-    missing_required = [n for n in schema.required if n not in present]
-    if missing_required:
-        raise FileRejected(f"missing required column {', '.join(repr(n) for n in missing_required)}")
-    columns, missing = [], []
-    for col in schema.columns:
-        if col.name not in present:
-            missing.append(col.name)
-            columns.append(pa.chunked_array([pa.nulls(raw.num_rows, col.arrow_type)]))
-            continue
-        try:
-            columns.append(_cast_column(raw[col.name], col))
-        except (TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            detail = str(exc).splitlines()[0]
-            raise FileRejected(f"column {col.name!r} cannot be cast to {col.type}: {detail}") from None
-    extra = [n for n in raw.column_names if n not in schema.names]
-    table = pa.Table.from_arrays(columns, schema=schema.arrow_schema())
-    return table, extra, missing
-
-
-@dataclass
-class _Pending:
-    """A readable file waiting for its batch's validation."""
-
-    index: int
-    path: Path
-    sha: str
-    size: int
-    table: pa.Table
-    extra: list[str]
-    missing: list[str]
-
 
 @dataclass
 class _StoreJob:
@@ -227,15 +130,30 @@ class _StoreJob:
     result: FileResult
     size: int
     sha: str
-    first: int = 0  # the file's rows are stage.batch _id first..first+rows_read-1
+    first: int = 0  # the file's rows are stage.validated _id first..first+rows_read-1
     validation: Validation | None = None
+
+
+@dataclass
+class _Batch:
+    """A batch of files, its rows staged and validated, waiting to be stored."""
+
+    jobs: list[_StoreJob]  # one transaction each: loaded and rejected files
+    decided: list[tuple[int, FileResult]]  # files skipped or rejected before: no manifest row
+    failures: pa.Table | None = None  # (_id, rule, rule_pos) of the staged rows; None: no rows staged
 
 
 # Rows of whole files staged and validated together. Great Expectations has a fixed cost per run
 # (a few dozen SQL queries), so bigger batches are faster; peak memory grows with the batch
 # (README, Ingestion). A file larger than this is one batch of its own.
 DEFAULT_BATCH_ROWS = 1_000_000
-DUCKDB_MEMORY_LIMIT = "700MB"  # the ingest connection's working memory (staging, storing, cache)
+# The ingest's DuckDB memory: two staged batches (one being validated, one being stored) and the
+# warehouse's working memory. Past it, staged rows spill to <db>.tmp.
+DUCKDB_MEMORY_LIMIT = "800MB"
+# DuckDB errors that say nothing about the file being staged: never a reason to reject it
+_NOT_THE_FILE = (duckdb.OutOfMemoryException, duckdb.InterruptException, duckdb.FatalException,
+                 duckdb.TransactionException)
+_CHECK_AHEAD = 8  # files hashed and read ahead of the staging
 _validators: dict[Schema, Any] = {}
 
 
@@ -245,7 +163,7 @@ _gx_loader: threading.Thread | None = None
 def _import_quietly(name: str) -> None:
     try:
         importlib.import_module(name)
-    except Exception:  # the main thread's own import raises it again, with the boundary's message
+    except Exception:  # the staging thread's own import raises it again, with the boundary's message
         pass
 
 
@@ -266,14 +184,78 @@ def validator_for(schema: Schema) -> Any:
     return _validators[schema]
 
 
+_DONE = object()
+
+
+class _Background:
+    """Items made by a daemon thread, up to `ahead` of them in advance; iterating yields them, and
+    raises the thread's exception. Setting `stop` ends the thread at its next item."""
+
+    def __init__(self, items: Callable[[], Iterable[Any]], ahead: int, stop: threading.Event):
+        self._items, self._stop = items, stop
+        self._out: queue.Queue[Any] = queue.Queue(maxsize=ahead)
+        self._thread = threading.Thread(target=self._produce, daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        try:
+            for item in self._items():
+                if not self._put(item):
+                    return
+            self._put(_DONE)
+        except BaseException as exc:  # handed to the consumer, which raises it
+            self._put(exc)
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            try:
+                item = self._out.get(timeout=0.1)
+            except queue.Empty:
+                stopping.check()  # a stop request is noticed while waiting, too
+                if self._stop.is_set():  # the run ended: so does a thread waiting here
+                    raise stopping.Interrupted("the ingest run ended") from None
+                continue
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def finished(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the thread to end; whether it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+
+def decided_file(path: Path, entry: tuple) -> FileResult:
+    """A file whose sha256 the manifest already holds (`entry`: status, where, when, reason, rows): skipped, or
+    rejected again with the first verdict, without a new manifest row (the Spark ingest says the same)."""
+    status, where, when, reason, rows = entry
+    at = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
+    if status == "rejected":  # the same bytes: the same verdict, without a new manifest row
+        return FileResult(str(path), "rejected", rows_read=rows,
+                          reason=f"{reason} (already rejected as {where} at {at})")
+    return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {at}")
+
+
 class Ingestor:
     """One ingest run.
 
-    Files are read and cast with Arrow (page checksums verified) in batches of whole
-    files of up to `batch_rows` rows. Per batch the warehouse is opened, the batch is
-    staged in an in-memory database attached to it (`stage.batch`), Great Expectations
-    validates the staged rows through its SQL data source on that same connection, and
-    each file is stored from the staging table in its own transaction.
+    The staging thread reads batches of whole files of up to `batch_rows` rows into an in-memory
+    DuckDB database (`stage`), where Great Expectations validates them through its SQL data source.
+    The caller's thread attaches the warehouse to the same DuckDB instance for each batch, stores
+    each file from the staged rows in its own transaction, and detaches it, so readers get the file
+    between batches. At most two batches are staged at a time: `stage.batch`, being validated, and
+    `stage.validated`, being stored.
     """
 
     def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
@@ -285,106 +267,162 @@ class Ingestor:
         self._results: dict[int, FileResult] = {}
         self._by_file_id: dict[int, FileResult] = {}
         self._collisions = False
+        self._stop = threading.Event()
+        self._stored = threading.Semaphore(1)  # stage.validated may be replaced: its batch is stored
 
     def run(self, files: list[Path], progress: Progress | None = None) -> list[FileResult]:
         with db.writing(self.db_path) as con:
             known = {row[0]: row[1:] for row in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
-        for pending, rejected in self._batches(files, known, progress):
-            self._process(pending, rejected)
+        con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": f"{self.db_path}.tmp"})
+        staging = con.cursor()
+        con.execute(f"ATTACH ':memory:' AS {STAGE}")
+        sqlfiles.run(con, "ingest/cast_macros")
+        batches = _Background(lambda: self._batches(staging, files, known), 1, self._stop)
+        try:
+            for batch in batches:
+                for index, result in batch.decided:
+                    self._results[index] = result
+                self._store_batch(con, batch, progress, len(files))
+                self._stored.release()
+        finally:
+            self._stop.set()
+            self._stored.release()  # a staging thread waiting to hand over its batch sees the stop
+            staging.interrupt()
+            if batches.finished(timeout=10):  # closing under a running query is not safe
+                staging.close()  # the staged rows go with the in-memory database
+                con.close()
         if progress:
             progress(len(files), len(files), Path(""))
         return [self._results[i] for i in sorted(self._results)]
 
-    def _batches(self, files: list[Path], known: dict[str, tuple],
-                 progress: Progress | None) -> Iterator[tuple[list[_Pending], list[_StoreJob]]]:
-        pending: list[_Pending] = []
-        rejected: list[_StoreJob] = []
-        for i, path in enumerate(files):
-            stopping.check()
-            if progress:
-                progress(i, len(files), path)
-            outcome = self._prepare(i, path, known)
-            if isinstance(outcome, _StoreJob):
-                rejected.append(outcome)
-            elif isinstance(outcome, FileResult):
-                self._results[i] = outcome
+    # --- the staging thread -----------------------------------------------------------------------
+
+    def _batches(self, con: duckdb.DuckDBPyConnection, files: list[Path],
+                 known: dict[str, tuple]) -> Iterator[_Batch]:
+        """The files in batches, each staged and validated, and promoted to stage.validated once the
+        batch before it is stored."""
+        decided = frozenset(known)
+        checks: Iterable[reading.Checked] = _Background(
+            lambda: (reading.check(p, self.schema, decided) for p in files), _CHECK_AHEAD, self._stop)
+        pending: list[tuple[int, reading.Checked]] = []
+        batch = _Batch([], [])
+        for index, checked in enumerate(checks):
+            if checked.sha in known:
+                batch.decided.append((index, self._decided(checked, known[checked.sha])))
+            elif checked.reason is not None:
+                result = FileResult(str(checked.path), "rejected", rows_read=checked.rows, reason=checked.reason)
+                known[checked.sha] = ("rejected", str(checked.path), "this run", checked.reason, checked.rows)
+                batch.jobs.append(_StoreJob(index, result, checked.size, checked.sha))
             else:
-                pending.append(outcome)
-            if sum(p.table.num_rows for p in pending) >= self.batch_rows:
-                yield pending, rejected
-                pending, rejected = [], []
-        if pending or rejected:
-            yield pending, rejected
+                _start_loading_gx()
+                known[checked.sha] = ("loaded", str(checked.path), "this run", None, checked.rows)
+                pending.append((index, checked))
+            if sum(c.rows for _, c in pending) >= self.batch_rows:
+                yield self._staged(con, batch, pending, known)
+                pending, batch = [], _Batch([], [])
+        if pending or batch.jobs or batch.decided:
+            yield self._staged(con, batch, pending, known)
 
-    def _prepare(self, index: int, path: Path, known: dict[str, tuple]) -> FileResult | _StoreJob | _Pending:
-        sha = sha256_of(path)
-        size = path.stat().st_size
-        if sha in known:
-            return known_file(path, known[sha])
-        _start_loading_gx()
-        try:
-            table, extra, missing = read_contract_table(path, self.schema)
-        except FileRejected as exc:
-            result = FileResult(str(path), "rejected", rows_read=footer_rows(path), reason=str(exc))
-            known[sha] = ("rejected", str(path), "this run", str(exc), result.rows_read)
-            return _StoreJob(index, result, size, sha)
-        known[sha] = ("loaded", str(path), "this run", None, table.num_rows)
-        return _Pending(index, path, sha, size, table, extra, missing)
+    @staticmethod
+    def _decided(checked: reading.Checked, entry: tuple) -> FileResult:
+        return decided_file(checked.path, entry)
 
-    def _process(self, pending: list[_Pending], rejected: list[_StoreJob]) -> None:
-        """One batch: stage, validate, then store each file in its own transaction."""
-        with db.writing(self.db_path) as con:
-            # DuckDB would otherwise keep up to 80 % of RAM of stored blocks cached: bound it, so the
-            # run's peak memory follows the batch, not the warehouse (staged rows spill to <db>.tmp)
-            con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-            jobs = list(rejected)
-            if pending:
-                con.execute(f"ATTACH ':memory:' AS {STAGE}")
-                jobs += self._stage_and_validate(con, pending)
-            for job in sorted(jobs, key=lambda j: j.index):
-                stopping.check()  # between files: each one is wholly in or out
-                self._store(con, job)
-                self._results[job.index] = job.result
+    def _staged(self, con: duckdb.DuckDBPyConnection, batch: _Batch, pending: list[tuple[int, reading.Checked]],
+                known: dict[str, tuple]) -> _Batch:
+        staged = self._stage(con, batch, pending, known) if pending else []
+        if staged:
+            self._validate(con, batch, staged)
+        self._stored.acquire()  # the batch before this one is stored: its staged rows may go
+        if self._stop.is_set():
+            raise stopping.Interrupted("stopped by a signal at a safe point")
+        if batch.failures is not None:
+            sqlfiles.run(con, "ingest/promote_batch")
+        return batch
 
-    def _stage_and_validate(self, con: Any, pending: list[_Pending]) -> list[_StoreJob]:
-        sizes = [p.table.num_rows for p in pending]
-        firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64).tolist()
-        incoming = pa.concat_tables([p.table for p in pending])
-        con.register("incoming", incoming.append_column(INDEX, pa.array(np.arange(sum(sizes), dtype=np.int64))))
-        sqlfiles.run(con, "ingest/stage_batch")
-        con.unregister("incoming")
-        del incoming
-        for p in pending:
-            p.table = p.table.slice(0, 0)  # the staged copy is the one used from here on: free the Arrow one
-        pa.default_memory_pool().release_unused()  # hand the batch's Arrow memory back to the system
+    def _stage(self, con: duckdb.DuckDBPyConnection, batch: _Batch, pending: list[tuple[int, reading.Checked]],
+               known: dict[str, tuple]) -> list[tuple[int, reading.Checked, int]]:
+        """Read the pending files into stage.batch, cast to the contract; (index, file, first _id) of
+        those staged. A file with a value that cannot be cast is rejected, naming the column."""
+        con.execute(reading.stage_table_sql(self.schema))
+        firsts = list(accumulate((c.rows for _, c in pending), initial=0))[:-1]
+        try:  # all files in one statement (DuckDB reads them in parallel); on an error, one by one
+            self._insert(con, [c for _, c in pending], firsts)
+            return [(i, c, first) for (i, c), first in zip(pending, firsts, strict=True)]
+        except duckdb.Error:
+            pass
+        staged, first = [], 0
+        for index, checked in pending:
+            try:
+                self._insert(con, [checked], [first])
+            except _NOT_THE_FILE:
+                raise
+            except duckdb.Error as exc:
+                reason = reading.staging_error(checked.path, exc)
+                known[checked.sha] = ("rejected", str(checked.path), "this run", reason, checked.rows)
+                batch.jobs.append(_StoreJob(index, FileResult(str(checked.path), "rejected", rows_read=checked.rows,
+                                                              reason=reason), checked.size, checked.sha))
+                continue
+            staged.append((index, checked, first))
+            first += checked.rows
+        return staged
+
+    @staticmethod
+    def _insert(con: duckdb.DuckDBPyConnection, files: list[reading.Checked], firsts: list[int]) -> None:
+        with reading.readable_paths([c.path for c in files]) as paths:
+            params: dict[str, Any] = {}
+            for n, (path, first) in enumerate(zip(paths, firsts, strict=True)):
+                params |= {f"path_{n}": path, f"first_{n}": first}
+            selects = " UNION ALL ".join(reading.select_sql(c, n) for n, c in enumerate(files))
+            con.execute(f"INSERT INTO {STAGE}.batch BY NAME {selects}", params)
+
+    def _validate(self, con: duckdb.DuckDBPyConnection, batch: _Batch,
+                  staged: list[tuple[int, reading.Checked, int]]) -> None:
+        """Great Expectations' findings on stage.batch, as a store job per file."""
+        sizes = [c.rows for _, c, _ in staged]
         validator = validator_for(self.schema)
         validator.bind(con)
         try:
             found: list[Validation | str] = validator.validate("batch", self.now, sum(sizes)).split(sizes)
         except ValidatorError:  # find the file GX cannot evaluate: each on its own
             found = []
-            for first, size in zip(firsts, sizes, strict=True):
+            for (_, _, first), size in zip(staged, sizes, strict=True):
                 sqlfiles.run(con, "ingest/stage_file", {"first": first, "last": first + size - 1})
                 try:
                     found.append(validator.validate("file", self.now, size).shifted(first, size))
                 except ValidatorError as exc:
                     found.append(f"validator error: {exc}")
-        jobs = []
-        for p, first, size, v in zip(pending, firsts, sizes, found, strict=True):
+        for (index, checked, first), v in zip(staged, found, strict=True):
             if isinstance(v, str):
-                jobs.append(_StoreJob(p.index, FileResult(str(p.path), "rejected", rows_read=size, reason=v),
-                                      p.size, p.sha))
+                result = FileResult(str(checked.path), "rejected", rows_read=checked.rows, reason=v)
+                batch.jobs.append(_StoreJob(index, result, checked.size, checked.sha))
                 continue
-            result = FileResult(str(p.path), "loaded", rows_read=size, extra_columns=p.extra,
-                                missing_columns=p.missing)
-            jobs.append(_StoreJob(p.index, result, p.size, p.sha, first, v))
-        con.register("batch_failures", pa.concat_tables(
-            [v.failure_pairs(offset=j.first) for j in jobs if (v := j.validation) is not None]
-            or [Validation([]).failure_pairs()]))
-        sqlfiles.run(con, "ingest/find_collisions")  # once per batch: one scan of the stored event_ids
-        self._collisions = con.execute("SELECT count(*) FROM collided").fetchone()[0] > 0
-        return jobs
+            result = FileResult(str(checked.path), "loaded", rows_read=checked.rows, extra_columns=checked.extra,
+                                missing_columns=checked.missing)
+            batch.jobs.append(_StoreJob(index, result, checked.size, checked.sha, first, v))
+        batch.failures = pa.concat_tables(
+            [v.failure_pairs(offset=j.first) for j in batch.jobs if (v := j.validation) is not None]
+            or [Validation([]).failure_pairs()])
 
+    # --- the caller's thread: storing ---------------------------------------------------------------
+
+    def _store_batch(self, con: duckdb.DuckDBPyConnection, batch: _Batch, progress: Progress | None,
+                     total: int) -> None:
+        """Each file of the batch in its own transaction, in file order."""
+        if not batch.jobs:  # every file was decided before: nothing to write
+            return
+        with db.attached(con, self.db_path):
+            if batch.failures is not None:
+                con.register("batch_failures", batch.failures)
+                sqlfiles.run(con, "ingest/find_collisions")  # once per batch: one scan of the stored event_ids
+                self._collisions = con.execute("SELECT count(*) FROM collided").fetchone()[0] > 0
+            for job in sorted(batch.jobs, key=lambda j: j.index):
+                stopping.check()  # between files: each one is wholly in or out
+                if progress:
+                    progress(job.index, total, Path(job.result.path))
+                self._store(con, job)
+                self._results[job.index] = job.result
+            if batch.failures is not None:
+                con.unregister("batch_failures")
     def _store(self, con: Any, job: _StoreJob) -> None:
         """One file: its manifest row and its rows in one transaction."""
         result = job.result

@@ -4,10 +4,11 @@ The only module that imports Great Expectations. `Validator` runs the suite thro
 DuckDB; `SparkValidator` runs the same suite (the same builder, `_expectation`) through GX's Spark data source
 on the Spark engine's rows; both read GX's results the same way (`_findings`) and pass the same self-test.
 
-It turns the row rules of schemas/telemetry_event.yaml into one expectation suite and runs it through
-GX's SQL data source on the DuckDB connection the ingest holds, against the
-staging table `stage.batch` (the cast rows of a batch of files, `_id` = row in
-the batch). It returns, per rule, GX's own counts and the `_id`s GX found
+It turns the row rules of
+schemas/telemetry_event.yaml into one expectation suite and runs it through
+GX's SQL data source on the ingest's staging connection (its staging thread
+only), against the table `stage.batch` (the cast rows of a batch of files,
+`_id` = row in the batch). It returns, per rule, GX's own counts and the `_id`s GX found
 breaking the rule.
 
 Why the connection is wrapped (GX 1.24, duckdb-engine 0.17): GX runs each
@@ -19,7 +20,9 @@ own result set per query; GX only reads, so begin/commit/rollback do nothing.
 `self_test` proves on a tiny table with known failures that this still holds,
 so a library upgrade that breaks it fails loudly instead of passing rows.
 
-Cost: SUMMARY runs the whole suite; COMPLETE (which lists failing `_id`s) runs
+Cost: BASIC runs the whole suite for its counts (no sample of failing values:
+`partial_unexpected_count` 0 makes those queries return nothing at once; SUMMARY
+would scan each column again for them); COMPLETE (which lists failing `_id`s) runs
 only for the rules that found failures, with `partial_unexpected_count` set to
 the rule's own count (on SQL the id list is capped at it even in COMPLETE).
 Never `unexpected_index_query` (it drops row conditions) nor stream_results
@@ -154,10 +157,10 @@ _SELFTEST_RULES = (
 
 
 def _findings(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, rows: int) -> Validation:
-    """GX's counts per rule (SUMMARY), then the failing row ids of the rules that found any (COMPLETE, on
+    """GX's counts per rule (BASIC), then the failing row ids of the rules that found any (COMPLETE, on
     those rules only). Raises ValidatorError naming the rule GX could not evaluate."""
-    summary = batch.validate(suite, result_format="SUMMARY")
-    by_rule = {res.expectation_config.meta["rule"]: res for res in summary.results}
+    counted = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
+    by_rule = {res.expectation_config.meta["rule"]: res for res in counted.results}
     results, failed = [], []
     for name in rules:  # in suite order, so the first rule that raised is the one named
         res = by_rule[name]

@@ -11,9 +11,10 @@ import polars as pl
 import pyarrow as pa
 import pytest
 from conftest import counts, run_cli, valid_table, with_values
+from polars.testing import assert_frame_equal
 
-from pipeline import db
-from pipeline.aggregate import refresh
+from pipeline import aggregate, db
+from pipeline.aggregate import day_chunks, refresh
 from pipeline.config import load_config
 from pipeline.simulate import generate
 
@@ -115,6 +116,28 @@ def test_incremental_refresh_recomputes_only_the_new_day_and_equals_a_rebuild(db
     refresh(db_path, CONFIG, full=True)
     assert incremental.equals(rollup(db_path).sort(keys))
     assert refresh(db_path, CONFIG).days == []
+
+
+def test_days_recomputed_in_chunks_give_the_rollup_of_one_pass(db_path, tmp_path, monkeypatch):
+    table = generate("4.12", 12_000, "postmortem", seed=8, start=START, days=4)
+    add_file(db_path, table, "a")
+    refresh(db_path, CONFIG)
+    keys = ["release", "day", "task", "route", "device_tier", "network_bucket"]
+    one_pass = rollup(db_path).sort(keys)
+    monkeypatch.setattr(aggregate, "CHUNK_ROWS", 4_000)  # about a day (3,000 rows) per chunk
+
+    chunked = refresh(db_path, CONFIG, full=True)
+
+    assert len(chunked.days) == 4 and chunked.groups == one_pass.height
+    # sums taken in another order (a device's day of total_ms) may differ in the last bit
+    assert_frame_equal(rollup(db_path).sort(keys), one_pass, check_exact=False, rel_tol=1e-12)
+
+
+def test_day_chunks_hold_whole_days_within_the_budget():
+    assert day_chunks([], 10) == []
+    assert day_chunks([3, 3, 3, 3], 7) == [(1, 2), (3, 4)]
+    assert day_chunks([3, 12, 2, 2], 7) == [(1, 1), (2, 2), (3, 4)]  # a bigger day is a chunk of its own
+    assert day_chunks([5], 1) == [(1, 1)]
 
 
 READ_ONLY = "only read statements run here"

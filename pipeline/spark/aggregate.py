@@ -44,8 +44,10 @@ def refresh_spark(db_path: Path, engine: SparkEngine, config: Config, full: bool
         if full:  # a rebuild drops every stored day, also the ones no event falls on any more
             clear = {t: set(warehouse.partitions(t)) for t in ("rollup_daily", "rollup_hist")}
         if days:
-            engine.spark.createDataFrame([(r, date.fromisoformat(d)) for r, d in days],
-                                         "release STRING, day DATE").createOrReplaceTempView("touched_days")
+            touched = engine.spark.createDataFrame([(r, date.fromisoformat(d)) for r, d in days],
+                                                   "release STRING, day DATE")
+            touched.createOrReplaceTempView("touched_days")
+            touched.createOrReplaceTempView("chunk_days")  # DuckDB recomputes in chunks; Spark in one pass
             daily = warehouse.staged(batch, "rollup_daily", "replace")
             (engine.frame("rollups/insert_days", {"updated_at": now})
              .withColumn("date", F.date_format("day", "yyyy-MM-dd"))

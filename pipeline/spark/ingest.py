@@ -1,10 +1,11 @@
 """`pipeline ingest --engine spark`: landed Parquet -> validated, deduplicated rows in the Spark warehouse, with
 the per-file semantics of pipeline/ingest.py (README "Ingestion"; the same counts on the same files):
 
-1. read (Spark tasks, one per file, `mapInArrow`): sha256, then the whole file with page checksums and the
-   contract's casts (`ingest.read_contract_table`, the DuckDB path's own function). A file already in the
-   manifest is skipped or rejected again without being read; an unreadable or uncastable one is rejected whole.
-   Each task writes its cast rows to the batch's staging folder with a row key `_id` = file << 32 | row;
+1. read (Spark tasks, one per file, `mapInArrow`): the DuckDB ingest's own reading (`pipeline/reading.py`:
+   sha256, every page's checksum, casts planned from the footer, then the file cast through the cast macros of
+   sql/ingest/cast_macros.sql in the task's own in-memory DuckDB), so the same files are rejected with the same
+   reasons. A file already in the manifest is skipped or rejected again without being read. Each task writes
+   its cast rows to the batch's staging folder with a row key `_id` = file << 32 | row;
 2. Great Expectations validates the batch's rows on Spark (`validate.SparkValidator`, the same suite); when
    it cannot evaluate a rule, each file is validated on its own and only the failing files are rejected;
 3. rows that broke rules go to `quarantine` with the names of every rule broken; valid rows are deduplicated
@@ -32,9 +33,9 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import clock, db, sqlfiles, stopping
-from pipeline.ingest import FileRejected, FileResult, Progress, footer_rows, known_file, read_contract_table, sha256_of
+from pipeline.ingest import FileResult, Progress, decided_file
 from pipeline.landing import discover
-from pipeline.rule_results import INDEX, RuleResult, Validation, ValidatorError
+from pipeline.rule_results import INDEX, STAGE, RuleResult, Validation, ValidatorError
 from pipeline.schema import Schema, load_schema
 from pipeline.spark import batches
 from pipeline.spark.engine import SparkEngine
@@ -55,38 +56,54 @@ def _status(i: int, sha: str, size: int, outcome: str, reason: str | None = None
 
 def read_files(batches_in: Iterator[pa.RecordBatch], known: frozenset[str], cast_dir: str,
                schema_path: str) -> Iterator[pa.RecordBatch]:
-    """A Spark task (mapInArrow): each file of (_file, path) hashed, read and cast; the cast rows written to
-    `cast_dir`, one status row per file yielded."""
+    """A Spark task (mapInArrow): each file of (_file, path) checked and cast exactly as the DuckDB ingest does
+    it (`reading.check`: hash, pages, casts planned from the footer; then the file read into DuckDB through the
+    cast macros, in this task's own in-memory DuckDB); the cast rows written to `cast_dir`, one status row per
+    file yielded."""
+    import duckdb
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
+    from pipeline import reading
+
     schema = load_schema(Path(schema_path))
     fs, base = pafs.FileSystem.from_uri(cast_dir)
-    for batch in batches_in:
-        out = []
-        for i, path_text in zip(batch.column("_file").to_pylist(), batch.column("path").to_pylist(), strict=True):
-            path = Path(path_text)
-            sha, size = sha256_of(path), path.stat().st_size
-            if sha in known:
-                out.append(_status(i, sha, size, "known"))
-                continue
-            try:
-                table, extra, missing = read_contract_table(path, schema)
-            except FileRejected as exc:
-                out.append(_status(i, sha, size, "rejected", str(exc), footer_rows(path)))
-                continue
-            n = table.num_rows
-            rows = np.arange(n, dtype=np.int64)
-            table = (table.append_column("_file", pa.array(np.full(n, i, dtype=np.int32)))
-                     .append_column("_row", pa.array(rows))
-                     .append_column(INDEX, pa.array((np.int64(i) << FILE_BITS) + rows)))
-            fs.create_dir(base, recursive=True)
-            pq.write_table(table, f"{base}/{i:08d}.parquet", filesystem=fs)
-            out.append(_status(i, sha, size, "read", rows=n, extra=extra, missing=missing))
-        yield pa.RecordBatch.from_pylist(out, schema=pa.schema([
-            ("_file", pa.int32()), ("sha", pa.string()), ("size", pa.int64()), ("outcome", pa.string()),
-            ("reason", pa.string()), ("rows", pa.int64()), ("extra", pa.list_(pa.string())),
-            ("missing", pa.list_(pa.string()))]))
+    con = duckdb.connect()
+    con.execute(f"ATTACH ':memory:' AS {STAGE}")
+    sqlfiles.run(con, "ingest/cast_macros")
+    try:
+        for batch in batches_in:
+            out = []
+            for i, path_text in zip(batch.column("_file").to_pylist(), batch.column("path").to_pylist(), strict=True):
+                path = Path(path_text)
+                checked = reading.check(path, schema, known)
+                if checked.known:
+                    out.append(_status(i, checked.sha, checked.size, "known"))
+                    continue
+                if checked.reason is not None:
+                    out.append(_status(i, checked.sha, checked.size, "rejected", checked.reason, checked.rows))
+                    continue
+                try:
+                    with reading.readable_paths([path]) as paths:
+                        table = con.sql(reading.select_sql(checked, 0),
+                                        params={"path_0": paths[0], "first_0": i << FILE_BITS}).to_arrow_table()
+                except duckdb.Error as exc:  # a value the casts refuse, or damage only a full decode finds
+                    out.append(_status(i, checked.sha, checked.size, "rejected", reading.staging_error(path, exc),
+                                       checked.rows))
+                    continue
+                n = table.num_rows
+                table = (table.append_column("_file", pa.array(np.full(n, i, dtype=np.int32)))
+                         .append_column("_row", pa.array(np.arange(n, dtype=np.int64))))
+                fs.create_dir(base, recursive=True)
+                pq.write_table(table, f"{base}/{i:08d}.parquet", filesystem=fs)
+                out.append(_status(i, checked.sha, checked.size, "read", rows=checked.rows, extra=checked.extra,
+                                   missing=checked.missing))
+            yield pa.RecordBatch.from_pylist(out, schema=pa.schema([
+                ("_file", pa.int32()), ("sha", pa.string()), ("size", pa.int64()), ("outcome", pa.string()),
+                ("reason", pa.string()), ("rows", pa.int64()), ("extra", pa.list_(pa.string())),
+                ("missing", pa.list_(pa.string()))]))
+    finally:
+        con.close()
 
 
 def validator_for(schema: Schema) -> Any:
@@ -173,7 +190,7 @@ class SparkIngestor:
         for s in statuses:  # in file order: the first of two identical files in one batch is the one read
             i, path, sha = s["_file"], files[s["_file"]], s["sha"]
             if s["outcome"] == "known" or sha in known:
-                results[i] = known_file(path, known[sha])
+                results[i] = decided_file(path, known[sha])
             elif s["outcome"] == "rejected":
                 results[i] = FileResult(str(path), "rejected", rows_read=s["rows"], reason=s["reason"])
                 known[sha] = ("rejected", str(path), "this run", s["reason"], s["rows"])

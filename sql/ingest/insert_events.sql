@@ -3,7 +3,7 @@
 -- params: file_id, first, last
 INSERT INTO events BY NAME
 SELECT b.* EXCLUDE (_id), $file_id AS file_id
-FROM stage.batch b
+FROM stage.validated b
 WHERE b._id BETWEEN $first AND $last
   AND NOT EXISTS (SELECT 1 FROM batch_failures f WHERE f._id = b._id)
   AND NOT EXISTS (SELECT 1 FROM collided c WHERE c.event_id = b.event_id)

@@ -2,18 +2,18 @@ WITH picked AS (
   SELECT
     e.*
   FROM events_enriched AS e
-  JOIN touched_days AS t
+  JOIN chunk_days AS t
     ON e.release = t.release AND e.day = t.day
   WHERE
     e.event_time >= (
       SELECT
         MIN(day)
-      FROM touched_days
+      FROM chunk_days
     )
     AND e.event_time < (
       SELECT
         MAX(day)
-      FROM touched_days
+      FROM chunk_days
     ) + INTERVAL '1' DAY
 ), device_day_totals AS (
   SELECT
@@ -62,13 +62,9 @@ WITH picked AS (
     device_tier,
     network_bucket,
     COUNT(*) AS rows,
-    PERCENTILE(total_ms, 0.50) AS total_ms_p50,
-    PERCENTILE(total_ms, 0.95) AS total_ms_p95,
-    PERCENTILE(total_ms, 0.99) AS total_ms_p99,
+    PERCENTILE(total_ms, ARRAY(0.50, 0.95, 0.99)) AS total_ms_q,
     STDDEV_SAMP(total_ms) AS total_ms_stddev,
-    PERCENTILE(ttft_ms, 0.50) AS ttft_ms_p50,
-    PERCENTILE(ttft_ms, 0.95) AS ttft_ms_p95,
-    PERCENTILE(ttft_ms, 0.99) AS ttft_ms_p99,
+    PERCENTILE(ttft_ms, ARRAY(0.50, 0.95, 0.99)) AS ttft_ms_q,
     STDDEV_SAMP(ttft_ms) AS ttft_ms_stddev,
     PERCENTILE(peak_mem_ratio, 0.95) AS peak_mem_ratio_p95,
     PERCENTILE(resident_mem_ratio, 0.95) AS resident_mem_ratio_p95,
@@ -90,7 +86,22 @@ WITH picked AS (
   GROUP BY ALL
 )
 SELECT
-  g.*,
+  g.release,
+  g.day,
+  g.task,
+  g.route,
+  g.device_tier,
+  g.network_bucket,
+  g.rows,
+  g.total_ms_q[0] AS total_ms_p50,
+  g.total_ms_q[1] AS total_ms_p95,
+  g.total_ms_q[2] AS total_ms_p99,
+  g.total_ms_stddev,
+  g.ttft_ms_q[0] AS ttft_ms_p50,
+  g.ttft_ms_q[1] AS ttft_ms_p95,
+  g.ttft_ms_q[2] AS ttft_ms_p99,
+  g.*
+  EXCEPT (release, day, task, route, device_tier, network_bucket, rows, total_ms_q, total_ms_stddev, ttft_ms_q),
   d.device_days,
   d.edge_seconds_per_device_day_p95,
   d.device_days_over_cap_share,

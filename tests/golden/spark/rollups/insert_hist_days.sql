@@ -2,18 +2,18 @@ WITH picked AS (
   SELECT
     e.*
   FROM events_enriched AS e
-  JOIN touched_days AS t
+  JOIN chunk_days AS t
     ON e.release = t.release AND e.day = t.day
   WHERE
     e.event_time >= (
       SELECT
         MIN(day)
-      FROM touched_days
+      FROM chunk_days
     )
     AND e.event_time < (
       SELECT
         MAX(day)
-      FROM touched_days
+      FROM chunk_days
     ) + INTERVAL '1' DAY
 ), vals AS (
   SELECT

@@ -1,0 +1,155 @@
+"""Reading landed files: page checksums checked without decoding (parquet_pages), and the read
+rules as DuckDB stages a file (reading.py, sql/ingest/cast_macros.sql)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import NOW, valid_table, write
+
+from pipeline.ingest import ingest
+from pipeline.parquet_pages import pages_ok
+
+
+def flipped(path: Path, column: str, out: Path) -> Path:
+    """A copy of `path` with one bit flipped near the end of `column`'s first chunk."""
+    meta = pq.ParquetFile(path).metadata
+    chunk = meta.row_group(0).column(meta.schema.names.index(column))
+    data = bytearray(path.read_bytes())
+    data[chunk.data_page_offset + chunk.total_compressed_size - 3] ^= 0x10
+    out.write_bytes(bytes(data))
+    return out
+
+
+@pytest.mark.parametrize("compression", ["none", "snappy", "zstd", "gzip"])
+@pytest.mark.parametrize("page_version", ["1.0", "2.0"])
+def test_page_checksums_are_checked_without_decoding(tmp_path, compression, page_version):
+    table = valid_table(3000, seed=60)
+    good = tmp_path / "good.parquet"
+    pq.write_table(table, good, compression=compression, write_page_checksum=True, data_page_size=2048,
+                   data_page_version=page_version)
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(table, plain, compression=compression, data_page_version=page_version)
+
+    bad = flipped(good, "total_ms", tmp_path / "bad.parquet")
+
+    assert pages_ok(str(good), pq.ParquetFile(good).metadata)
+    assert pages_ok(str(plain), pq.ParquetFile(plain).metadata)  # no CRC to check
+    assert not pages_ok(str(bad), pq.ParquetFile(bad).metadata)
+
+
+def test_a_truncated_chunk_is_not_passed(tmp_path):
+    path = tmp_path / "a.parquet"
+    pq.write_table(valid_table(2000, seed=61), path, write_page_checksum=True)
+    meta = pq.ParquetFile(path).metadata
+    data = path.read_bytes()
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(data[: len(data) // 2])  # the footer read above describes pages now missing
+    assert not pages_ok(str(cut), meta)
+
+
+def stored(db_path: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_a_flipped_bit_in_a_gzip_page_is_caught_without_checksums(tmp_path, db_path):
+    # DuckDB's reader loads most such flips; pyarrow's zlib refuses them, so gzip files are decoded by both
+    path = tmp_path / "land" / "a.parquet"
+    path.parent.mkdir()
+    pq.write_table(valid_table(3000, seed=62), tmp_path / "a.parquet", compression="gzip")
+    flipped(tmp_path / "a.parquet", "total_ms", path)
+
+    result = ingest(db_path, [path], now=NOW)
+
+    assert result.files[0].status == "rejected"
+    assert result.files[0].reason.startswith("not a readable Parquet file: ")
+    assert stored(db_path, "SELECT count(*) FROM events") == [(0,)]
+
+
+def with_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    return table.set_column(table.column_names.index(name), name, values)
+
+
+def test_values_that_cannot_be_cast_reject_the_file_naming_the_column(tmp_path, db_path):
+    land = tmp_path / "land"
+    base = valid_table(20, seed=63)
+    wide = pa.array([10] * 19 + [3_000_000_000], pa.int64())
+    write(with_column(base, "prompt_tokens", wide), land / "too_big.parquet")
+    write(with_column(base, "output_tokens", pa.array([1.0] * 19 + [2.5])), land / "fraction.parquet")
+    write(with_column(base, "total_ms", pa.array([100] * 19 + [2**60], pa.int64())), land / "inexact.parquet")
+    write(with_column(base, "output_tokens", pa.array([7.0] * 20)), land / "whole_floats.parquet")
+
+    result = ingest(db_path, [land], now=NOW)
+
+    reasons = {Path(f.path).name: (f.status, f.reason) for f in result.files}
+    assert reasons["too_big.parquet"] == (
+        "rejected", "column 'prompt_tokens' cannot be cast to int32: 3000000000 is outside -2147483648 to 2147483647")
+    assert reasons["fraction.parquet"] == (
+        "rejected", "column 'output_tokens' cannot be cast to int32: 2.5 is not a whole number from -2147483648 "
+                    "to 2147483647")
+    assert reasons["inexact.parquet"][0] == "rejected"
+    assert reasons["inexact.parquet"][1].startswith(f"column 'total_ms' cannot be cast to float64: {2**60} ")
+    assert reasons["whole_floats.parquet"] == ("loaded", None)
+    assert stored(db_path, "SELECT DISTINCT output_tokens FROM events") == [(7,)]
+
+
+def test_nan_zones_nanoseconds_and_dictionaries_follow_the_read_rules(tmp_path, db_path):
+    base = valid_table(3, seed=64)
+    table = with_column(base, "battery_pct", pa.array([float("nan"), 50.0, None]))
+    table = with_column(table, "event_time", pa.array([1796040000123456789, 1796040000000000999, 1796040001000000000],
+                                                      pa.timestamp("ns", tz="Europe/Berlin")))
+    table = with_column(table, "device_tier", pa.array(["low", "mid", "low"]).dictionary_encode())
+    path = tmp_path / "a.parquet"
+    pq.write_table(table, path)
+
+    result = ingest(db_path, [path], now=NOW)
+
+    assert result.files[0].status == "loaded", result.files[0].reason
+    rows = stored(db_path, "SELECT battery_pct, event_time, device_tier FROM events ORDER BY event_time")
+    assert rows == [  # NaN is null; the instant's UTC wall time, ns truncated to µs; dictionary values decoded
+        (50.0, datetime(2026, 11, 30, 12, 0, 0), "mid"),
+        (None, datetime(2026, 11, 30, 12, 0, 0, 123456), "low"),
+        (None, datetime(2026, 11, 30, 12, 0, 1), "low"),
+    ]
+
+
+def test_a_file_named_with_glob_characters_is_read_alone(tmp_path, db_path):
+    land = tmp_path / "land"
+    odd = write(valid_table(10, seed=65), land / "part[1]*.parquet")
+    write(valid_table(20, seed=66), land / "part1x.parquet")  # what the name would match as a glob
+
+    result = ingest(db_path, [odd], now=NOW)
+
+    assert (result.files[0].status, result.files[0].accepted) == ("loaded", 10)
+    assert stored(db_path, "SELECT count(*), min(event_id) FROM events") == [(10, "0065-00000000")]
+
+
+def test_a_release_folder_does_not_replace_the_files_own_release(tmp_path, db_path):
+    # DuckDB reads key=value folders as columns by default, over the file's own column of that name
+    path = write(valid_table(10, seed=67), tmp_path / "land" / "release=9.99" / "a.parquet")
+
+    ingest(db_path, [path], now=NOW)
+
+    assert stored(db_path, "SELECT DISTINCT release FROM events") == [("4.12",)]
+
+
+def test_a_column_named_like_a_contract_column_in_another_case_is_an_extra_column(tmp_path, db_path):
+    # DuckDB matches names regardless of case: `Total_MS` first in the file would be read as total_ms
+    table = valid_table(10, seed=68)
+    table = pa.table({"Total_MS": pa.array([-5.0] * 10), **{n: table[n] for n in table.column_names}})
+    path = write(table, tmp_path / "land" / "a.parquet")
+
+    result = ingest(db_path, [path], now=NOW)
+
+    assert (result.files[0].status, result.files[0].accepted, result.files[0].extra_columns) == (
+        "loaded", 10, ["Total_MS"])
+    assert stored(db_path, "SELECT min(total_ms) > 0 FROM events") == [(True,)]
