@@ -64,9 +64,10 @@ def _percentile_disc(gen: SparkGenerator, node: exp.PercentileDisc) -> str:
     x, f = gen.sql(node, "this"), gen.sql(node, "expression")
     if isinstance(node.expression, exp.Literal):
         return f"PERCENTILE_DISC({f}) WITHIN GROUP (ORDER BY {x})"
-    pick = (f"ELEMENT_AT(ARRAY_SORT(COLLECT_LIST({x})), "
-            f"GREATEST(1, CAST(CEIL(COUNT({x}) * CAST(q AS DECIMAL(20, 10))) AS INT)))")
-    return f"CASE WHEN COUNT({x}) = 0 THEN NULL ELSE TRANSFORM({f}, q -> {pick}) END"
+    # the values are sorted once (bound to `s` by a transform over a one-element array), not once per fraction
+    pick = "ELEMENT_AT(s, GREATEST(1, CAST(CEIL(SIZE(s) * CAST(q AS DECIMAL(20, 10))) AS INT)))"
+    return (f"ELEMENT_AT(TRANSFORM(ARRAY(ARRAY_SORT(COLLECT_LIST({x}))), "
+            f"s -> CASE WHEN SIZE(s) = 0 THEN NULL ELSE TRANSFORM({f}, q -> {pick}) END), 1)")
 
 
 def _anonymous(gen: SparkGenerator, node: exp.Anonymous) -> str:

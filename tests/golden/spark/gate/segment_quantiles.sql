@@ -13,15 +13,15 @@ SELECT
   network_bucket,
   GROUPING(task) * 4 + GROUPING(device_tier) * 2 + GROUPING(network_bucket) AS level,
   PERCENTILE(peak_mem_ratio, 0.95) AS peak_p95,
-  CASE WHEN COUNT(peak_mem_ratio) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(peak_mem_ratio)), GREATEST(1, CAST(CEIL(COUNT(peak_mem_ratio) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS peak_grid,
+  ELEMENT_AT(TRANSFORM(ARRAY(ARRAY_SORT(COLLECT_LIST(peak_mem_ratio))), s -> CASE WHEN SIZE(s) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(s, GREATEST(1, CAST(CEIL(SIZE(s) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END), 1) AS peak_grid,
   PERCENTILE(resident_mem_ratio, 0.95) AS resident_p95,
-  CASE WHEN COUNT(resident_mem_ratio) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(resident_mem_ratio)), GREATEST(1, CAST(CEIL(COUNT(resident_mem_ratio) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS resident_grid,
+  ELEMENT_AT(TRANSFORM(ARRAY(ARRAY_SORT(COLLECT_LIST(resident_mem_ratio))), s -> CASE WHEN SIZE(s) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(s, GREATEST(1, CAST(CEIL(SIZE(s) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END), 1) AS resident_grid,
   PERCENTILE(total_ms, 0.95) AS total_p95,
-  CASE WHEN COUNT(total_ms) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(total_ms)), GREATEST(1, CAST(CEIL(COUNT(total_ms) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS total_grid,
+  ELEMENT_AT(TRANSFORM(ARRAY(ARRAY_SORT(COLLECT_LIST(total_ms))), s -> CASE WHEN SIZE(s) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(s, GREATEST(1, CAST(CEIL(SIZE(s) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END), 1) AS total_grid,
   PERCENTILE(cold_start_ms, 0.95) AS cold_p95,
-  CASE WHEN COUNT(cold_start_ms) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(cold_start_ms)), GREATEST(1, CAST(CEIL(COUNT(cold_start_ms) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS cold_grid,
+  ELEMENT_AT(TRANSFORM(ARRAY(ARRAY_SORT(COLLECT_LIST(cold_start_ms))), s -> CASE WHEN SIZE(s) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(s, GREATEST(1, CAST(CEIL(SIZE(s) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END), 1) AS cold_grid,
   PERCENTILE(temp_rise_c, 0.95) AS rise_p95,
-  CASE WHEN COUNT(temp_rise_c) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(ARRAY_SORT(COLLECT_LIST(temp_rise_c)), GREATEST(1, CAST(CEIL(COUNT(temp_rise_c) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END AS rise_grid
+  ELEMENT_AT(TRANSFORM(ARRAY(ARRAY_SORT(COLLECT_LIST(temp_rise_c))), s -> CASE WHEN SIZE(s) = 0 THEN NULL ELSE TRANSFORM(:fractions, q -> ELEMENT_AT(s, GREATEST(1, CAST(CEIL(SIZE(s) * CAST(q AS DECIMAL(20, 10))) AS INT)))) END), 1) AS rise_grid
 FROM picked
 GROUP BY
   GROUPING SETS (
