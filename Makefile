@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+SPARK_STAMP := $(VENV)/.spark-stamp
 
-.PHONY: demo test test-slow lint bench clean
+.PHONY: demo test test-slow test-spark lint bench bench-spark clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +25,17 @@ test: $(STAMP)
 # the 100-seed sweeps and benchmark-sized runs (pyproject's addopts deselect them from `make test`)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
+
+# the Spark engine beside DuckDB (tests/test_spark.py, marker spark): needs Java 17; installs the spark extra
+$(SPARK_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	touch $(SPARK_STAMP)
+
+test-spark: $(SPARK_STAMP)
+	$(BIN)/python -m pytest -m 'spark and not slow'
+
+bench-spark: $(SPARK_STAMP)
+	$(BIN)/python bench/spark.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py

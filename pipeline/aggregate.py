@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import clock, db, sqlfiles
+from pipeline import clock, db, sketch, sqlfiles
 from pipeline.config import Config
 
 CHUNK_ROWS = 1_000_000  # stored rows recomputed per pass of rollups/insert_days (whole days)
@@ -50,9 +50,21 @@ class RefreshResult:
         return f"rollup {kind}: {self.groups} groups for {spans} in {self.seconds:.2f} s"
 
 
-def settings_digest(config: Config) -> str:
+def histogram_error(config: Config, engine: str = "duckdb") -> float | None:
+    """The sketch's relative error when the rollup keeps log-bucket histograms for this engine (engine.quantiles
+    resolves to sketch), else None."""
+    from pipeline.engine import SKETCH, quantile_estimator
+
+    return config.engine.sketch_relative_error if quantile_estimator(engine, config) == SKETCH else None
+
+
+def settings_digest(config: Config, engine: str = "duckdb") -> str:
+    """What every stored rollup figure depends on: a change rebuilds the rollup."""
     n = config.network
     text = json.dumps([n.weak_rtt_ms, list(n.weak_network_types), n.daily_edge_seconds_cap])
+    error = histogram_error(config, engine)
+    if error is not None:  # unchanged without histograms, so exact installs keep their digest
+        text += f"|histograms:{error!r}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -81,14 +93,19 @@ def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | N
                 "daily_edge_seconds_cap": n.daily_edge_seconds_cap, "digest": digest, "updated_at": now})
             if full:
                 con.execute("DELETE FROM rollup_daily")
+                con.execute("DELETE FROM rollup_hist")
             sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after})
             day_rows = sqlfiles.run(con, "rollups/day_rows").fetchall()
             groups = 0
             if day_rows:
                 sqlfiles.run(con, "rollups/delete_days")
+                sqlfiles.run(con, "rollups/delete_hist_days")
+            error = histogram_error(config)
             for first, last in day_chunks([rows for _, _, rows in day_rows], CHUNK_ROWS):
                 sqlfiles.run(con, "rollups/chunk_days", {"first": first, "last": last})
                 groups += sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
+                if error is not None:  # the sketch's daily partials (pipeline/sketch.py)
+                    sqlfiles.run(con, "rollups/insert_hist_days", {"log_gamma": sketch.log_gamma(error)})
             con.execute("DELETE FROM rollup_stale_days")
             last = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
             con.execute("DELETE FROM rollup_state")

@@ -249,8 +249,8 @@ def backtest(con: Any, release: str, config: Config, as_of: datetime, nights: in
              seed: int = 0) -> BacktestResult:
     require_release(con, release)
     window_start = as_of - timedelta(days=config.window_days)
-    source = con.sql(sqlfiles.sql_file("backtest/source").text,
-                     params={"release": release, "window_start": window_start, "window_end": as_of}).to_arrow_table()
+    source = sqlfiles.arrow(con, "backtest/source",  # from DuckDB or Spark; the replay runs in DuckDB scratch
+                            {"release": release, "window_start": window_start, "window_end": as_of})
     first_day = datetime.combine(pc.min(source["event_time"]).as_py().date(), datetime.min.time())
     available = max(1, math.ceil((as_of - first_day) / timedelta(days=1)))
     nights = min(nights or available, available)

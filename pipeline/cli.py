@@ -123,6 +123,32 @@ def _timeout_option(p: argparse.ArgumentParser) -> None:
                         "0 = no limit)")
 
 
+def _engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=["duckdb", "spark"], default=None,
+                   help="where events live and the rollup and gate SQL run (default: engine.name of the config, "
+                        "else duckdb; README \"Spark\")")
+    p.add_argument("--spark-remote", metavar="sc://HOST:PORT", default=None,
+                   help="Spark Connect server to run on (implies --engine spark; default: engine.spark.remote)")
+    p.add_argument("--spark-master", metavar="URL", default=None,
+                   help="master of a Spark session started here, e.g. local[4] (default: engine.spark.master)")
+    p.add_argument("--warehouse", metavar="DIR|URI", default=None,
+                   help="root of the Spark tables (default: engine.spark.warehouse, else <db>.spark beside --db)")
+
+
+def _engine_name(args: argparse.Namespace, config: Any) -> str:
+    if getattr(args, "spark_remote", None):
+        return "spark"
+    return getattr(args, "engine", None) or config.engine.name
+
+
+def _spark(args: argparse.Namespace, config: Any) -> Any:
+    """The Spark engine (pyspark is imported here, and only here, for the commands that take --engine)."""
+    from pipeline.spark.engine import open_engine
+
+    return open_engine(_db(args), config, master=args.spark_master, remote=args.spark_remote,
+                       warehouse=args.warehouse)
+
+
 def _config_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, default=argparse.SUPPRESS,
                    help="gate config (default: $PIPELINE_CONFIG, else the shipped gates/admission.yaml)")
@@ -172,10 +198,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
 
     config = _config(args)  # a bad config fails before any work
+    spark = _spark(args, config) if _engine_name(args, config) == "spark" else None
     with writer_lock(_db(args), "ingest"), _announce_new_warehouse(args):
-        result = ingest(_db(args), args.paths, now=_as_of(args), progress=None if args.json else _ProgressBar(),
-                        batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
-        rollup = _refresh_rollup(args, config)
+        progress = None if args.json else _ProgressBar()
+        if spark is not None:
+            from pipeline.spark.ingest import ingest_spark
+
+            result = ingest_spark(_db(args), spark, args.paths, now=_as_of(args), progress=progress)
+        else:
+            result = ingest(_db(args), args.paths, now=_as_of(args), progress=progress,
+                            batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
+        rollup = _refresh_rollup(args, config, spark=spark)
     if args.json:
         _emit_json({**result.to_dict(), "rollup": rollup.to_dict()})
     else:
@@ -213,14 +246,20 @@ def _config(args: argparse.Namespace):
     return load_config(getattr(args, "config", None))
 
 
-def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False):
+def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, spark: Any = None):
+    if spark is not None:
+        from pipeline.spark.aggregate import refresh_spark
+
+        return refresh_spark(_db(args), spark, config, full=full, now=_as_of(args))
     from pipeline.aggregate import refresh
 
     return refresh(_db(args), config, full=full, now=_as_of(args))
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
-    result = _refresh_rollup(args, _config(args), full=args.full)
+    config = _config(args)
+    spark = _spark(args, config) if _engine_name(args, config) == "spark" else None
+    result = _refresh_rollup(args, config, full=args.full, spark=spark)
     _show(args, result)
     return EXIT_OK
 
@@ -359,9 +398,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from pipeline import rollout
     from pipeline.history import default_trigger, record_evaluation
 
-    with _warehouse(args, config) as con:
-        result = _evaluate(args, config, con)
-        states = rollout.preview(con, result.to_dict(), config)  # what storing it will make of the states
+    if _engine_name(args, config) == "spark":  # events and rollups on Spark; rollout state in the DuckDB file
+        from pipeline import db
+
+        result = _evaluate(args, config, _spark(args, config))
+        with db.reading(_db(args)) as con:
+            states = rollout.preview(con, result.to_dict(), config)
+    else:
+        with _warehouse(args, config) as con:
+            result = _evaluate(args, config, con)
+            states = rollout.preview(con, result.to_dict(), config)  # what storing it will make of the states
     _show_gate(args, result)
     if args.dry_run:
         print(f"pipeline gate: dry run: nothing stored, no alert; rollout would be: "
@@ -465,10 +511,14 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         injections = [parse_injection(s) for s in args.inject] if args.inject else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    with _warehouse(args, config) as con:
-        as_of = clock.now(_as_of(args))
-        result = backtest(con, args.release, config, as_of, nights=args.nights, runs=args.runs,
+    as_of = clock.now(_as_of(args))
+    if _engine_name(args, config) == "spark":  # the release's rows come from Spark; the replay runs in DuckDB
+        result = backtest(_spark(args, config), args.release, config, as_of, nights=args.nights, runs=args.runs,
                           segment_rows=args.segment_rows, injections=injections, seed=args.seed)
+    else:
+        with _warehouse(args, config) as con:
+            result = backtest(con, args.release, config, as_of, nights=args.nights, runs=args.runs,
+                              segment_rows=args.segment_rows, injections=injections, seed=args.seed)
     _show(args, result)
     return EXIT_OK
 
@@ -501,8 +551,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from pipeline.terminal import explain_dict, explain_view, terminal_width, wants_colour
 
     config = _config(args)
-    with _warehouse(args, config) as con:
-        result = _evaluate(args, config, con)
+    if _engine_name(args, config) == "spark":
+        result = _evaluate(args, config, _spark(args, config))
+    else:
+        with _warehouse(args, config) as con:
+            result = _evaluate(args, config, con)
     match = [s for s in result.segments if s.key == args.segment]
     if not match:
         known = ", ".join(s.key for s in result.segments) or "none"
@@ -524,8 +577,15 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
     if not args.landing.is_dir():
         raise UsageError(f"--landing {args.landing} is not a folder")
+    config = _config(args)
+    spark = None
+    if _engine_name(args, config) == "spark":
+        if args.report_dir:
+            raise UsageError("--report-dir: the HTML report reads events from the DuckDB file and is not built on "
+                             "the Spark engine yet; run the nightly job without it")
+        spark = _spark(args, config)
     with _announce_new_warehouse(args):
-        run, results = run_nightly(_db(args), args.landing, _config(args), as_of=_as_of(args),
+        run, results = run_nightly(_db(args), args.landing, config, as_of=_as_of(args), engine=spark,
                                    routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
                                    batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS,
                                    report_dir=args.report_dir)
@@ -547,10 +607,11 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         raise UsageError(f"--landing {args.landing} is not a folder")
     config = _config(args)
     trigger = make_trigger(args.cron, args.interval_seconds, args.timezone)
+    spark = _spark(args, config) if _engine_name(args, config) == "spark" else None  # one session for every run
 
     def job() -> None:
         run, _ = run_nightly(_db(args), args.landing, _config(args), routing_dir=args.routing_dir, kind="scheduled",
-                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
+                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, engine=spark)
         print(run, flush=True)
 
     why = run_scheduler(_db(args), args.landing, config, trigger, args.misfire_grace_hours * 3600, job)
@@ -689,6 +750,7 @@ def build_parser() -> argparse.ArgumentParser:
     _batch_option(p)
     _config_option(p)
     _as_of_option(p)
+    _engine_options(p)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("aggregate", help="refresh the daily rollup (only days with new rows)")
@@ -697,6 +759,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="recompute every day")
     _as_of_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    _engine_options(p)
     p.set_defaults(func=cmd_aggregate)
 
     p = sub.add_parser("sql", help="run ad hoc SQL on a read-only connection that cannot write or read files")
@@ -736,6 +799,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="list the insufficient-data segments too (else summarised)")
     p.add_argument("--wide", action="store_true", help="every gate column, under the gates' full names, any width")
     p.add_argument("--no-color", action="store_true", help="no colour (also: the NO_COLOR environment variable)")
+    _engine_options(p)
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("explain", help="every gate's figures for one segment, and why it decided so")
@@ -746,6 +810,7 @@ def build_parser() -> argparse.ArgumentParser:
     _db_option(p)
     _config_option(p)
     _as_of_option(p)
+    _engine_options(p)
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("report", help="write a self-contained HTML page of a release's gate evaluation, with charts")
@@ -791,6 +856,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="regressions to inject (default: adoption=0.10 latency=0.25 memory=0.25 fallback=0.10)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
+    _engine_options(p)
     p.set_defaults(func=cmd_backtest)
 
     p = sub.add_parser("history", help="the stored gate verdicts of a release over time")
@@ -818,6 +884,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write report-<release>.html for each judged release and an index.html here")
     p.add_argument("--json", action="store_true", help="print the run and every verdict as one JSON object")
     _batch_option(p)
+    _engine_options(p)
     p.set_defaults(func=cmd_nightly)
 
     p = sub.add_parser("schedule", help="keep running and fire the nightly job on a cron schedule (APScheduler)")
@@ -831,6 +898,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run missed by less than this still runs, once (default 24)")
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
     _batch_option(p)
+    _engine_options(p)
     p.set_defaults(func=cmd_schedule)
 
     p = sub.add_parser("runs", help="recent job runs and their outcome")

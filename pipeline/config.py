@@ -186,6 +186,33 @@ class Costs:
     estimate_flag_factor: float = _f(1.25, 1, 1000, help="flag a field figure worse than the estimate by this factor")
 
 
+ENGINES = ("duckdb", "spark")
+QUANTILE_ESTIMATORS = ("auto", "exact", "sketch")
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Where a Spark session comes from (pipeline/spark/session.py); the CLI's --spark-* options win."""
+    master: str = _f("local[*]", help="master URL of a session started here (local[*], yarn, spark://...)")
+    remote: str = _f("", help="Spark Connect URL (sc://host:15002); '' = start or join a classic session")
+    warehouse: str = _f("", help="root of the partitioned Parquet tables (events, quarantine, rollups); "
+                                 "'' = <db>.spark/ beside the DuckDB file")
+    driver_memory: str = _f("2g", help="spark.driver.memory of a session started here")
+    shuffle_partitions: int = _f(8, 1, 100_000, help="spark.sql.shuffle.partitions of a session started here")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Which engine stores events and runs the rollup and the gate's SQL (README "Spark")."""
+    name: str = _f("duckdb", choices=ENGINES, help="duckdb (one file) or spark (partitioned Parquet)")
+    quantiles: str = _f("auto", choices=QUANTILE_ESTIMATORS,
+                        help="window p95s: exact (raw events), sketch (merged daily log-bucket histograms), "
+                             "auto = exact on duckdb, sketch on spark")
+    sketch_relative_error: float = _f(0.005, 0.0001, 0.05, help="relative error bound of the log-bucket "
+                                                                 "histogram (the bucket width)")
+    spark: SparkSettings = SparkSettings()
+
+
 @dataclass(frozen=True)
 class Config:
     version: int = _f(1, 1, 1)
@@ -204,6 +231,7 @@ class Config:
     alerts: Alerts = Alerts()
     rollout: Rollout = Rollout()
     costs: Costs = Costs()
+    engine: EngineSettings = EngineSettings()
     source: str = ""
     digest: str = ""
 

@@ -6,6 +6,7 @@
     ├── DatabaseBusy         another process holds the database for writing
     ├── DatabaseError        the database cannot be opened or is not ours
     ├── UnknownRelease       --release names a release with no rows
+    ├── EngineError          the Spark engine failed a query (names the sql/ file and Spark's error class)
     └── StatementTimeout     ad hoc SQL ran past its time limit (exit 124, like timeout(1))
     TransientError           worth retrying later (webhook down, timeout); never exit 1
 
@@ -35,6 +36,10 @@ class DatabaseError(PipelineError):
 
 
 class UnknownRelease(PipelineError):
+    pass
+
+
+class EngineError(PipelineError):
     pass
 
 

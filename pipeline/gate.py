@@ -35,7 +35,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import clock, sqlfiles, stats
+from pipeline import clock, quantiles, sketch, sqlfiles, stats
 from pipeline.config import Config
 from pipeline.errors import UnknownRelease
 from pipeline.output_schema import SCHEMA_VERSION
@@ -179,6 +179,9 @@ class GateResult:
     segments: list[Segment]
     release_wide: dict[str, GateCheck]
     cloud_only: bool = False  # the window holds cloud rows of the release but no edge rows
+    # where the window's p95s came from (pipeline/quantiles.py): estimator, its relative error, the engine
+    quantiles: dict[str, Any] = field(default_factory=lambda: {"estimator": "exact", "relative_error": None,
+                                                               "engine": "duckdb"})
 
     @property
     def judged(self) -> list[Segment]:
@@ -230,6 +233,7 @@ class GateResult:
             "window": {"start": self.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "end": self.as_of.strftime("%Y-%m-%dT%H:%M:%SZ")},
             "config": {"path": self.config_source, "digest": self.config_digest},
+            "quantiles": dict(self.quantiles),
             "release_wide": {g: c.to_dict() for g, c in self.release_wide.items()},
             "note": self.note,
             "segments": [s.to_dict() for s in self.segments],
@@ -257,7 +261,10 @@ def ratio(row: dict[str, Any], k: str, n: str, min_devices: int) -> stats.Device
 class _Figures:
     """The SQL's rows, found by side and level; quantile and weak-network figures merged in."""
 
-    def __init__(self, counts: list[dict[str, Any]], quantiles: list[dict[str, Any]], weak: list[dict[str, Any]]):
+    def __init__(self, counts: list[dict[str, Any]], quantiles: list[dict[str, Any]], weak: list[dict[str, Any]],
+                 relative_error: float | None = None, quantiles_sql: str = QUANTILES_SQL):
+        self.relative_error = relative_error  # the sketch's, folded into every quantile interval; None: exact
+        self.quantiles_sql = quantiles_sql
         self.by = {(r["side"], _level_key(r)): r for r in counts}
         for q in quantiles:
             row = self.by[(q["side"], _level_key(q))]
@@ -348,7 +355,7 @@ class _Measure:
         prefix = BY_NAME[name].figure
         n, p95 = row[f"{prefix}_n"], row.get(f"{prefix}_p95")
         check.rows, check.devices = n, row[f"{prefix}_n_devices"]
-        check.sql = f"sql/{COUNTS_SQL}.sql, sql/{QUANTILES_SQL}.sql"
+        check.sql = f"sql/{COUNTS_SQL}.sql, sql/{self.f.quantiles_sql}.sql"
         needed = self.config.min_measured_rows if min_rows is None else min_rows
         if n < needed or not _finite(p95):
             check.short_of_data, check.note = True, f"{n} rows have a value; {needed} needed"
@@ -356,10 +363,15 @@ class _Measure:
         over = self.ratio(row, f"{prefix}_over", f"{prefix}_n")
         check.measured, check.design_effect = p95, over.design_effect
         check.extra["share_over_budget"] = over.rate
-        check.interval = stats.quantile_interval(row[f"{prefix}_grid"], over.n_eff, P95, self.conf)
+        check.interval = self._interval(row[f"{prefix}_grid"], over.n_eff)
         check.borderline = _straddles(check.interval, check.threshold)
         self._rate_test(check, "", over, 1 - P95, harm_above=True, what="share above the budget")
         return check
+
+    def _interval(self, grid: Any, n: float) -> tuple[float | None, float | None] | None:
+        """The p95's interval from order statistics, widened by the sketch's error when a sketch gave the grid."""
+        interval = stats.quantile_interval(grid, n, P95, self.conf)
+        return sketch.widen(interval, self.f.relative_error) if self.f.relative_error else interval
 
     def peak_memory(self, row: dict, gates: Any) -> GateCheck:
         return self._budget("peak_memory", row, gates)
@@ -506,7 +518,7 @@ class _Measure:
                 base, level, base_key = cand, LEVEL_NAMES[lvl], key
                 break
         check.rows, check.devices = row["total_n"], row["total_n_devices"]
-        check.sql = f"sql/{WEAK_SQL}.sql, sql/{QUANTILES_SQL}.sql"
+        check.sql = f"sql/{WEAK_SQL}.sql, sql/{self.f.quantiles_sql}.sql"
         if base is None or row["total_n"] < c.min_measured_rows:
             check.short_of_data, check.note = True, "too few weak-network rows on one side"
             return check
@@ -514,9 +526,9 @@ class _Measure:
         cloud = self._log_p95(base, self.f.weak.get(("cloud", base_key)))
         check.measured, check.baseline, check.baseline_level = row["total_p95"], base["total_p95"], level
         check.threshold = base["total_p95"]
-        check.interval = stats.quantile_interval(row["total_grid"], row["total_n"] / (edge[2] or 1), P95, self.conf)
-        check.extra["baseline_interval_95"] = list(stats.quantile_interval(
-            base["total_grid"], base["total_n"] / (cloud[2] or 1), P95, self.conf) or []) or None
+        check.interval = self._interval(row["total_grid"], row["total_n"] / (edge[2] or 1))
+        check.extra["baseline_interval_95"] = list(self._interval(
+            base["total_grid"], base["total_n"] / (cloud[2] or 1)) or []) or None
         check.borderline = _straddles(check.interval, check.threshold)
         if edge[1] is None or cloud[1] is None:
             check.short_of_data, check.note = True, "the p95's density could not be estimated"
@@ -703,19 +715,24 @@ def budget_params(config: Config) -> dict[str, Any]:
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                   as_of: datetime | None = None, now: datetime | None = None) -> GateResult:
     now = clock.now(now or as_of)
-    as_of = as_of or now
+    estimator = quantiles.estimator(con, config)  # exact, or the rollup's sketch (whole days: as of midnight)
+    as_of = quantiles.window_end(as_of or now, estimator)
     require_release(con, release)
     window_start = as_of - timedelta(days=config.window_days)
     params = {"release": release, "window_start": window_start, "window_end": as_of}
+    error = config.engine.sketch_relative_error if estimator == quantiles.SKETCH else None
     figures = _Figures(_dicts(sqlfiles.run(con, COUNTS_SQL, {**params, **budget_params(config)})),
-                       _dicts(sqlfiles.run(con, QUANTILES_SQL, {**params, "fractions": stats.QUANTILE_GRID})),
-                       _dicts(sqlfiles.run(con, WEAK_SQL, params)))
+                       quantiles.segment_quantiles(con, params, config),
+                       _dicts(sqlfiles.run(con, WEAK_SQL, params)), error,
+                       quantiles.HISTOGRAMS_SQL if error else QUANTILES_SQL)
     device_days = {(r["task"], r["device_tier"], r["network_bucket"]): r
                    for r in _dicts(sqlfiles.run(con, DEVICE_DAYS_SQL, params))}
     measure = _Measure(figures, device_days, config)
     segments = [measure.segment(row) for row in figures.segments()]
     release_wide = {"quality_loss": measure.release_quality()} if segments else {}
     result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
-                        cloud_only=not segments and figures.get("cloud", ()) is not None)
+                        cloud_only=not segments and figures.get("cloud", ()) is not None,
+                        quantiles={"estimator": estimator, "relative_error": error,
+                                   "engine": quantiles.engine_name(con)})
     _settle(result.checks(), config)
     return result

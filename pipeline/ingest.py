@@ -236,6 +236,17 @@ class _Background:
         return not self._thread.is_alive()
 
 
+def decided_file(path: Path, entry: tuple) -> FileResult:
+    """A file whose sha256 the manifest already holds (`entry`: status, where, when, reason, rows): skipped, or
+    rejected again with the first verdict, without a new manifest row (the Spark ingest says the same)."""
+    status, where, when, reason, rows = entry
+    at = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
+    if status == "rejected":  # the same bytes: the same verdict, without a new manifest row
+        return FileResult(str(path), "rejected", rows_read=rows,
+                          reason=f"{reason} (already rejected as {where} at {at})")
+    return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {at}")
+
+
 class Ingestor:
     """One ingest run.
 
@@ -314,12 +325,7 @@ class Ingestor:
 
     @staticmethod
     def _decided(checked: reading.Checked, entry: tuple) -> FileResult:
-        status, where, when, reason, rows = entry
-        at = f"{when:%Y-%m-%d %H:%M} UTC" if isinstance(when, datetime) else str(when)
-        if status == "rejected":  # the same bytes: the same verdict, without a new manifest row
-            return FileResult(str(checked.path), "rejected", rows_read=rows,
-                              reason=f"{reason} (already rejected as {where} at {at})")
-        return FileResult(str(checked.path), "skipped", reason=f"already ingested as {where} at {at}")
+        return decided_file(checked.path, entry)
 
     def _staged(self, con: duckdb.DuckDBPyConnection, batch: _Batch, pending: list[tuple[int, reading.Checked]],
                 known: dict[str, tuple]) -> _Batch:

@@ -76,7 +76,9 @@ def _check_data(run: RunResult, db_path: Path, landing: Path, ingested: dict[str
 def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | None = None,
                 routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS,
-                report_dir: Path | None = None) -> tuple[RunResult, list[GateResult]]:
+                report_dir: Path | None = None, engine: Any = None) -> tuple[RunResult, list[GateResult]]:
+    """`engine`: None for DuckDB, else a SparkEngine (pipeline/spark/engine.py): events, rollups and the gate's SQL
+    on Spark; the run, the manifest, evaluations, rollout state and alerts in the DuckDB file either way."""
     pinned = as_of
     as_of = now = clock.now(pinned)  # one moment for the run: ingest's future-event rule, the window, the stamps
     results: list[GateResult] = []
@@ -87,7 +89,12 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": now}).fetchone()[0])
         try:
             t = time.perf_counter()
-            ingested = ingest(db_path, [landing], now=now, batch_rows=batch_rows)
+            if engine is not None:
+                from pipeline.spark.ingest import ingest_spark
+
+                ingested = ingest_spark(db_path, engine, [landing], now=now)
+            else:
+                ingested = ingest(db_path, [landing], now=now, batch_rows=batch_rows)
             d = ingested.to_dict()
             _step(run, "ingest", t, f"{d['loaded_files']} files loaded, {len(d['rejected_files'])} rejected, "
                   f"{len(d['skipped_files'])} already in; {d['accepted']} rows accepted, {d['quarantined']} "
@@ -99,15 +106,24 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             _check_data(run, db_path, landing, d, config, now)
             stopping.check()  # a stop asked for during a step takes effect before the next one
             t = time.perf_counter()
-            rolled = refresh(db_path, config, now=now)
+            if engine is not None:
+                from pipeline.spark.aggregate import refresh_spark
+
+                rolled = refresh_spark(db_path, engine, config, now=now)
+            else:
+                rolled = refresh(db_path, config, now=now)
             _step(run, "aggregate", t, str(rolled), **rolled.to_dict())
             stopping.check()
             t = time.perf_counter()
             window = {"window_start": as_of - timedelta(days=config.window_days), "window_end": as_of}
-            with db.reading(db_path) as con:
-                use_settings(con, config)
-                active = [r[0] for r in sqlfiles.run(con, "gate/active_releases", window).fetchall()]
-                results = [evaluate_gate(con, release, config, as_of=as_of, now=now) for release in active]
+            if engine is not None:
+                active = [r[0] for r in sqlfiles.run(engine, "gate/active_releases", window).fetchall()]
+                results = [evaluate_gate(engine, release, config, as_of=as_of, now=now) for release in active]
+            else:
+                with db.reading(db_path) as con:
+                    use_settings(con, config)
+                    active = [r[0] for r in sqlfiles.run(con, "gate/active_releases", window).fetchall()]
+                    results = [evaluate_gate(con, release, config, as_of=as_of, now=now) for release in active]
             for result in results:
                 recorded = record_evaluation(db_path, result, config, trigger="nightly")
                 run.verdicts[result.release] = result.verdict

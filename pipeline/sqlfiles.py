@@ -104,7 +104,20 @@ def convert_params(sf: SqlFile, values: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def run(con: duckdb.DuckDBPyConnection, relname: str, params: dict[str, Any] | None = None):
-    """Execute one sql/ file with bound parameters; returns the connection's result."""
+def run(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None):
+    """Execute one sql/ file with bound parameters; returns a cursor-like result (description, fetchall,
+    fetchone). `con` is a DuckDB connection or an engine of pipeline/engine.py (Spark runs the file
+    transpiled): the caller does not know which."""
+    runner = getattr(con, "run_sql_file", None)
+    if runner is not None:
+        return runner(relname, params or {})
     sf = sql_file(relname)
     return con.execute(sf.text, params or {}) if params else con.execute(sf.text)
+
+
+def arrow(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None) -> Any:
+    """One sql/ file's rows as an Arrow table, on DuckDB or on an engine of pipeline/engine.py."""
+    runner = getattr(con, "arrow_sql_file", None)
+    if runner is not None:
+        return runner(relname, params or {})
+    return con.sql(sql_file(relname).text, params=params or {}).to_arrow_table()

@@ -1,6 +1,10 @@
-"""Row validation with Great Expectations, the validator of record, inside DuckDB.
+"""Row validation with Great Expectations, the validator of record, inside DuckDB or on a Spark DataFrame.
 
-The only module that imports Great Expectations. It turns the row rules of
+The only module that imports Great Expectations. `Validator` runs the suite through GX's SQL data source on
+DuckDB; `SparkValidator` runs the same suite (the same builder, `_expectation`) through GX's Spark data source
+on the Spark engine's rows; both read GX's results the same way (`_findings`) and pass the same self-test.
+
+It turns the row rules of
 schemas/telemetry_event.yaml into one expectation suite and runs it through
 GX's SQL data source on the ingest's staging connection (its staging thread
 only), against the table `stage.batch` (the cast rows of a batch of files,
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,6 +46,9 @@ from pipeline.rule_results import INDEX, STAGE, RuleResult, Validation, Validato
 from pipeline.schema import Rule, Schema
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+# GX imports pyspark when it is installed (the spark extra), and PySpark 4.x warns on import that pandas >= 3 is
+# not fully supported; the DuckDB path never touches Spark, and the Spark path hands it Arrow data, not pandas.
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas >= 3", category=FutureWarning)
 
 import duckdb_engine  # noqa: E402
 import great_expectations as gx  # noqa: E402  (the env var must be set first)
@@ -148,6 +156,51 @@ _SELFTEST_RULES = (
 )
 
 
+def _findings(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, rows: int) -> Validation:
+    """GX's counts per rule (BASIC), then the failing row ids of the rules that found any (COMPLETE, on
+    those rules only). Raises ValidatorError naming the rule GX could not evaluate."""
+    counted = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
+    by_rule = {res.expectation_config.meta["rule"]: res for res in counted.results}
+    results, failed = [], []
+    for name in rules:  # in suite order, so the first rule that raised is the one named
+        res = by_rule[name]
+        message = _exception_message(res)
+        seen = int(res.result.get("element_count") or 0)
+        # a row condition no row meets leaves no count: nothing to break (element_count is checked below)
+        empty = seen == 0 and rules[name].kind == "forbidden_when"
+        if message is not None or (res.result.get("unexpected_count") is None and not empty):
+            raise ValidatorError(f"rule {name}: Great Expectations could not evaluate it: "
+                                 f"{message or 'no result'}")
+        count = int(res.result.get("unexpected_count") or 0)
+        if rules[name].kind in ("not_null", "in_set", "in_range") and seen != rows:
+            raise ValidatorError(f"rule {name}: Great Expectations saw {seen} rows of {rows}")
+        results.append(RuleResult(name, res.expectation_config.type, bool(res.success),
+                                  seen, count))
+        if count:
+            failed.append(name)
+    validation = Validation(results)
+    if failed:
+        expected = {r.rule: r.unexpected_count for r in results}
+        complete = batch.validate(
+            gx.ExpectationSuite(name="failed_rules", expectations=[_expectation(rules[r], now) for r in failed]),
+            result_format={"result_format": "COMPLETE", "unexpected_index_column_names": [INDEX],
+                           "partial_unexpected_count": max(expected[r] for r in failed),
+                           "return_unexpected_index_query": False},
+        )
+        for res in complete.results:
+            name = res.expectation_config.meta["rule"]
+            message = _exception_message(res)
+            if message is not None:
+                raise ValidatorError(f"rule {name}: Great Expectations could not evaluate it: {message}")
+            listed = res.result.get("unexpected_index_list") or []
+            idx = np.fromiter((row[INDEX] for row in listed), dtype=np.int64, count=len(listed))
+            if len(idx) != expected[name]:
+                raise ValidatorError(f"rule {name}: Great Expectations counted {expected[name]} failing rows "
+                                     f"but listed {len(idx)}")
+            validation.failing_rows[name] = np.sort(idx)
+    return validation
+
+
 class Validator:
     """One GX context, reused for every batch a process validates, bound to one DuckDB
     connection at a time (`bind`). `connection_wrapper` is swappable for the self-test's test."""
@@ -200,70 +253,81 @@ class Validator:
         return self._run(table, self.suite(now), self.rules, now, rows)
 
     def _run(self, table: str, suite: Any, rules: dict[str, Rule], now: datetime, rows: int) -> Validation:
-        batch = self._definitions[table].get_batch()
-        counted = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
-        by_rule = {res.expectation_config.meta["rule"]: res for res in counted.results}
-        results, failed = [], []
-        for name in rules:  # in suite order, so the first rule that raised is the one named
-            res = by_rule[name]
-            message = _exception_message(res)
-            seen = int(res.result.get("element_count") or 0)
-            # a row condition no row meets leaves no count: nothing to break (element_count is checked below)
-            empty = seen == 0 and rules[name].kind == "forbidden_when"
-            if message is not None or (res.result.get("unexpected_count") is None and not empty):
-                raise ValidatorError(f"rule {name}: Great Expectations could not evaluate it: "
-                                     f"{message or 'no result'}")
-            count = int(res.result.get("unexpected_count") or 0)
-            if rules[name].kind in ("not_null", "in_set", "in_range") and seen != rows:
-                raise ValidatorError(f"rule {name}: Great Expectations saw {seen} rows of {rows}")
-            results.append(RuleResult(name, res.expectation_config.type, bool(res.success),
-                                      seen, count))
-            if count:
-                failed.append(name)
-        validation = Validation(results)
-        if failed:
-            expected = {r.rule: r.unexpected_count for r in results}
-            complete = batch.validate(
-                gx.ExpectationSuite(name="failed_rules", expectations=[_expectation(rules[r], now) for r in failed]),
-                result_format={"result_format": "COMPLETE", "unexpected_index_column_names": [INDEX],
-                               "partial_unexpected_count": max(expected[r] for r in failed),
-                               "return_unexpected_index_query": False},
-            )
-            for res in complete.results:
-                name = res.expectation_config.meta["rule"]
-                message = _exception_message(res)
-                if message is not None:
-                    raise ValidatorError(f"rule {name}: Great Expectations could not evaluate it: {message}")
-                listed = res.result.get("unexpected_index_list") or []
-                idx = np.fromiter((row[INDEX] for row in listed), dtype=np.int64, count=len(listed))
-                if len(idx) != expected[name]:
-                    raise ValidatorError(f"rule {name}: Great Expectations counted {expected[name]} failing rows "
-                                         f"but listed {len(idx)}")
-                validation.failing_rows[name] = np.sort(idx)
-        return validation
+        return _findings(self._definitions[table].get_batch(), suite, rules, now, rows)
 
     def self_test(self) -> None:
         """Known failures on a six-row table must come back with their exact counts and ids."""
         con = self._bound()
         con.execute(f"CREATE OR REPLACE TABLE {STAGE}.selftest AS {_SELFTEST_ROWS}")
-        rules = {rule.name: rule for rule, _ in _SELFTEST_RULES}
-        now = datetime(2000, 1, 1)
-        suite = gx.ExpectationSuite(name="self_test", expectations=[_expectation(r, now) for r in rules.values()])
         try:
-            found = self._run("selftest", suite, rules, now, 6)
-        except Exception as exc:  # any failure here is the same finding: the GX-on-DuckDB path is broken
-            found = exc
+            found = _self_test_finding(lambda suite, rules, now: self._run("selftest", suite, rules, now, 6))
         finally:
             con.execute(f"DROP TABLE IF EXISTS {STAGE}.selftest")
-        if not isinstance(found, Exception):
-            for rule, ids in _SELFTEST_RULES:
-                got = found.failing_rows.get(rule.name, np.array([], np.int64)).tolist()
-                if got != ids:
-                    found = ValueError(f"rule {rule.name}: expected failing rows {ids}, got {got}")
-                    break
-        if isinstance(found, Exception):
+        if found is not None:
             raise SelfTestFailed(
-                f"the Great Expectations self-test on DuckDB failed ({str(found).splitlines()[0]}); "
+                f"the Great Expectations self-test on DuckDB failed ({found}); "
                 f"great-expectations {gx.__version__}, duckdb-engine {duckdb_engine.__version__}, "
                 f"duckdb {duckdb.__version__}: use the versions pinned in pyproject.toml"
             ) from None
+
+
+def _self_test_finding(run: Callable[[Any, dict[str, Rule], datetime], Validation]) -> str | None:
+    """None when GX finds exactly the self-test's known failures; else what went wrong, in one line."""
+    rules = {rule.name: rule for rule, _ in _SELFTEST_RULES}
+    now = datetime(2000, 1, 1)
+    suite = gx.ExpectationSuite(name="self_test", expectations=[_expectation(r, now) for r in rules.values()])
+    try:
+        found = run(suite, rules, now)
+    except Exception as exc:  # any failure here is the same finding: the GX path is broken
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    for rule, ids in _SELFTEST_RULES:
+        got = found.failing_rows.get(rule.name, np.array([], np.int64)).tolist()
+        if got != ids:
+            return f"rule {rule.name}: expected failing rows {ids}, got {got}"
+    return None
+
+
+class SparkValidator:
+    """The same suite on a Spark DataFrame (the Spark engine's ingest), through GX's Spark data source. The
+    rows carry INDEX (`_id`, a row key: event_id can be null or repeated); the future-event rule's bound is a
+    datetime, compared as a UTC wall time (the session's timestampType is TIMESTAMP_NTZ). The first validation
+    runs the self-test on a six-row DataFrame of the session."""
+
+    def __init__(self, schema: Schema):
+        self.schema = schema
+        self.rules = {r.name: r for r in schema.rules}
+        self.context = gx.get_context(mode="ephemeral")
+        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        asset = self.context.data_sources.add_spark("spark").add_dataframe_asset("rows")
+        self._definition = asset.add_batch_definition_whole_dataframe("rows")
+        self._suites: dict[datetime, Any] = {}
+        self._tested = False
+
+    def suite(self, now: datetime) -> Any:
+        if now not in self._suites:
+            self._suites[now] = gx.ExpectationSuite(
+                name=f"telemetry_event_v{self.schema.version}",
+                expectations=[_expectation(r, now) for r in self.schema.rules],
+            )
+        return self._suites[now]
+
+    def _batch(self, df: Any) -> Any:
+        return self._definition.get_batch(batch_parameters={"dataframe": df})
+
+    def validate(self, df: Any, now: datetime, rows: int) -> Validation:
+        """GX's findings on `df` (`rows` rows, each with INDEX). Raises ValidatorError naming the rule GX could
+        not evaluate, SelfTestFailed when GX on Spark no longer finds the self-test's failures."""
+        if not self._tested:
+            self.self_test(df.sparkSession)
+            self._tested = True
+        return _findings(self._batch(df), self.suite(now), self.rules, now, rows)
+
+    def self_test(self, spark: Any) -> None:
+        df = spark.sql(_SELFTEST_ROWS)
+        found = _self_test_finding(lambda suite, rules, now: _findings(self._batch(df), suite, rules, now, 6))
+        if found is not None:
+            import pyspark
+
+            raise SelfTestFailed(f"the Great Expectations self-test on Spark failed ({found}); great-expectations "
+                                 f"{gx.__version__}, pyspark {pyspark.__version__}: use the versions pinned in "
+                                 "pyproject.toml")

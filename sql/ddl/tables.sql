@@ -95,3 +95,12 @@ CREATE TABLE IF NOT EXISTS rollout_state (
     updated_at     TIMESTAMP NOT NULL,
     PRIMARY KEY (release, segment)
 );
+-- the Spark engine's two-step commit (pipeline/spark/storage.py): a batch Spark staged as Parquet is committed
+-- here, in the transaction that stores its manifest rows, then published into the tables' partitions
+CREATE TABLE IF NOT EXISTS spark_batches (
+    batch_id     VARCHAR PRIMARY KEY,
+    kind         VARCHAR NOT NULL,      -- ingest | rollup
+    clear        JSON NOT NULL,         -- per table, the partitions publish empties before it lands the batch
+    committed_at TIMESTAMP NOT NULL,
+    published_at TIMESTAMP
+);

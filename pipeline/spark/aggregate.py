@@ -1,0 +1,82 @@
+"""`pipeline aggregate --engine spark`: the daily rollup and its histograms, recomputed per (release, day)
+partition with the same SQL as on DuckDB (sql/rollups/insert_days.sql, insert_hist_days.sql, transpiled).
+
+The days to recompute are the ones the Spark ingest marked (`rollup_stale_days` in the DuckDB file: every
+partition it wrote or rewrote), or every events partition for a full rebuild (`--full`, or a change of the
+settings the figures depend on). They are staged, committed with the rollup's state in one DuckDB
+transaction, and published by replacing exactly those partitions.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import date, datetime
+from pathlib import Path
+
+from pipeline import clock, db, sketch, sqlfiles
+from pipeline.aggregate import RefreshResult, histogram_error, settings_digest
+from pipeline.config import Config
+from pipeline.spark import batches
+from pipeline.spark.engine import SparkEngine
+from pipeline.spark.storage import new_batch_id
+
+
+def refresh_spark(db_path: Path, engine: SparkEngine, config: Config, full: bool = False,
+                  now: datetime | None = None) -> RefreshResult:
+    from pyspark.sql import functions as F
+
+    now = clock.now(now)
+    digest = settings_digest(config, "spark")
+    start = time.perf_counter()
+    warehouse = engine.warehouse
+    with db.writer_lock(db_path, "aggregate"):
+        warehouse.ensure()
+        batches.recover(db_path, warehouse, now)
+        with db.writing(db_path) as con:
+            state = sqlfiles.run(con, "rollups/state").fetchone()
+            stale = [(r, d.isoformat()) for r, d in sqlfiles.run(con, "spark/stale_days").fetchall()]
+        full = full or state is None or state[1] != digest
+        days = sorted(set(warehouse.partitions("events"))) if full else stale
+        engine.refresh()  # every partition: the touched days may lie anywhere
+        batch = new_batch_id()
+        groups = 0
+        clear: dict[str, set[tuple[str, ...]]] = {}
+        if full:  # a rebuild drops every stored day, also the ones no event falls on any more
+            clear = {t: set(warehouse.partitions(t)) for t in ("rollup_daily", "rollup_hist")}
+        if days:
+            touched = engine.spark.createDataFrame([(r, date.fromisoformat(d)) for r, d in days],
+                                                   "release STRING, day DATE")
+            touched.createOrReplaceTempView("touched_days")
+            touched.createOrReplaceTempView("chunk_days")  # DuckDB recomputes in chunks; Spark in one pass
+            daily = warehouse.staged(batch, "rollup_daily", "replace")
+            (engine.frame("rollups/insert_days", {"updated_at": now})
+             .withColumn("date", F.date_format("day", "yyyy-MM-dd"))
+             .write.partitionBy("release", "date").mode("overwrite").parquet(daily.path))
+            groups = engine.spark.read.parquet(daily.path).count()
+            error = histogram_error(config, "spark")
+            if error is not None:  # the sketch's daily partials (pipeline/sketch.py)
+                (engine.frame("rollups/insert_hist_days", {"log_gamma": sketch.log_gamma(error)})
+                 .withColumn("date", F.date_format("day", "yyyy-MM-dd"))
+                 .write.partitionBy("release", "date").mode("overwrite")
+                 .parquet(warehouse.staged(batch, "rollup_hist", "replace").path))
+            for table in ("rollup_daily", "rollup_hist"):
+                clear.setdefault(table, set()).update(days)
+        n = config.network
+        try:
+            with db.writing(db_path) as con, db.transaction(con):
+                con.execute("DELETE FROM pipeline_settings")
+                sqlfiles.run(con, "rollups/settings", {
+                    "weak_rtt_ms": n.weak_rtt_ms, "weak_network_types": list(n.weak_network_types),
+                    "daily_edge_seconds_cap": n.daily_edge_seconds_cap, "digest": digest, "updated_at": now})
+                con.execute("DELETE FROM rollup_stale_days")
+                last = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
+                con.execute("DELETE FROM rollup_state")
+                sqlfiles.run(con, "rollups/set_state", {"last_file_id": last, "settings_digest": digest,
+                                                        "refreshed_at": now})
+                batches.commit(con, batch, "rollup", clear, now)
+        except BaseException:
+            warehouse.discard(batch)
+            raise
+        batches.publish(db_path, warehouse, batch, clear, now)
+        engine.refresh()
+    return RefreshResult(full, [(r, date.fromisoformat(d)) for r, d in days], groups, time.perf_counter() - start)

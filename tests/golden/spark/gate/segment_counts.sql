@@ -1,0 +1,135 @@
+WITH picked AS (
+  SELECT
+    *,
+    CASE WHEN on_device THEN 'edge' ELSE 'cloud' END AS side,
+    NULLIF(ARRAY_POSITION(:budget_tasks, task), 0) AS budget_at
+  FROM events_enriched
+  WHERE
+    release = :release AND event_time >= :window_start AND event_time < :window_end
+), budgeted AS (
+  SELECT
+    *,
+    COALESCE(TRY_ELEMENT_AT(:peak_budget, CAST(NULLIF(budget_at, 0) AS INT)), :peak_default) AS peak_budget,
+    COALESCE(
+      TRY_ELEMENT_AT(:resident_budget, CAST(NULLIF(budget_at, 0) AS INT)),
+      :resident_default
+    ) AS resident_budget,
+    COALESCE(TRY_ELEMENT_AT(:total_budget, CAST(NULLIF(budget_at, 0) AS INT)), :total_default) AS total_budget,
+    COALESCE(TRY_ELEMENT_AT(:cold_budget, CAST(NULLIF(budget_at, 0) AS INT)), :cold_default) AS cold_budget,
+    COALESCE(TRY_ELEMENT_AT(:rise_budget, CAST(NULLIF(budget_at, 0) AS INT)), :rise_default) AS rise_budget
+  FROM picked
+), per_device AS (
+  SELECT
+    side,
+    task,
+    device_tier,
+    network_bucket,
+    GROUPING(task) * 4 + GROUPING(device_tier) * 2 + GROUPING(network_bucket) AS level,
+    COUNT(*) AS rows,
+    COUNT(*) FILTER(WHERE
+      adopted) AS adopted,
+    COUNT(*) FILTER(WHERE
+      fallback) AS fallbacks,
+    COUNT(*) FILTER(WHERE
+      failure) AS failures,
+    COUNT(*) FILTER(WHERE
+      failure AND detected_failure) AS detected,
+    COUNT(throttled) AS throttled_n,
+    COUNT(*) FILTER(WHERE
+      throttled) AS throttled,
+    COUNT(peak_mem_ratio) AS peak_n,
+    COUNT(*) FILTER(WHERE
+      peak_mem_ratio > peak_budget) AS peak_over,
+    COUNT(resident_mem_ratio) AS resident_n,
+    COUNT(*) FILTER(WHERE
+      resident_mem_ratio > resident_budget) AS resident_over,
+    COUNT(total_ms) AS total_n,
+    COUNT(*) FILTER(WHERE
+      total_ms > total_budget) AS total_over,
+    COUNT(cold_start_ms) AS cold_n,
+    COUNT(*) FILTER(WHERE
+      cold_start_ms > cold_budget) AS cold_over,
+    COUNT(temp_rise_c) AS rise_n,
+    COUNT(*) FILTER(WHERE
+      temp_rise_c > rise_budget) AS rise_over
+  FROM budgeted
+  GROUP BY
+    GROUPING SETS (
+      (side, task, device_tier, network_bucket, device_id),
+      (side, task, device_tier, device_id),
+      (side, task, network_bucket, device_id),
+      (side, task, device_id),
+      (side, device_id)
+    )
+)
+SELECT
+  side,
+  task,
+  device_tier,
+  network_bucket,
+  level,
+  COUNT(*) AS devices,
+  SUM(rows) AS rows,
+  SUM(rows * rows) AS rows_nn,
+  SUM(adopted) AS adopted,
+  SUM(adopted * adopted) AS adopted_kk,
+  SUM(adopted * rows) AS adopted_kn,
+  SUM(fallbacks) AS fallbacks,
+  SUM(fallbacks * fallbacks) AS fallbacks_kk,
+  SUM(fallbacks * rows) AS fallbacks_kn,
+  SUM(failures) AS failures,
+  SUM(failures * failures) AS failures_nn,
+  COUNT(*) FILTER(WHERE
+    failures > 0) AS failures_devices,
+  SUM(detected) AS detected,
+  SUM(detected * detected) AS detected_kk,
+  SUM(detected * failures) AS detected_kn,
+  SUM(throttled_n) AS throttled_n,
+  SUM(throttled_n * throttled_n) AS throttled_n_nn,
+  COUNT(*) FILTER(WHERE
+    throttled_n > 0) AS throttled_n_devices,
+  SUM(throttled) AS throttled,
+  SUM(throttled * throttled) AS throttled_kk,
+  SUM(throttled * throttled_n) AS throttled_kn,
+  SUM(peak_n) AS peak_n,
+  SUM(peak_n * peak_n) AS peak_n_nn,
+  COUNT(*) FILTER(WHERE
+    peak_n > 0) AS peak_n_devices,
+  SUM(peak_over) AS peak_over,
+  SUM(peak_over * peak_over) AS peak_over_kk,
+  SUM(peak_over * peak_n) AS peak_over_kn,
+  SUM(resident_n) AS resident_n,
+  SUM(resident_n * resident_n) AS resident_n_nn,
+  COUNT(*) FILTER(WHERE
+    resident_n > 0) AS resident_n_devices,
+  SUM(resident_over) AS resident_over,
+  SUM(resident_over * resident_over) AS resident_over_kk,
+  SUM(resident_over * resident_n) AS resident_over_kn,
+  SUM(total_n) AS total_n,
+  SUM(total_n * total_n) AS total_n_nn,
+  COUNT(*) FILTER(WHERE
+    total_n > 0) AS total_n_devices,
+  SUM(total_over) AS total_over,
+  SUM(total_over * total_over) AS total_over_kk,
+  SUM(total_over * total_n) AS total_over_kn,
+  SUM(cold_n) AS cold_n,
+  SUM(cold_n * cold_n) AS cold_n_nn,
+  COUNT(*) FILTER(WHERE
+    cold_n > 0) AS cold_n_devices,
+  SUM(cold_over) AS cold_over,
+  SUM(cold_over * cold_over) AS cold_over_kk,
+  SUM(cold_over * cold_n) AS cold_over_kn,
+  SUM(rise_n) AS rise_n,
+  SUM(rise_n * rise_n) AS rise_n_nn,
+  COUNT(*) FILTER(WHERE
+    rise_n > 0) AS rise_n_devices,
+  SUM(rise_over) AS rise_over,
+  SUM(rise_over * rise_over) AS rise_over_kk,
+  SUM(rise_over * rise_n) AS rise_over_kn
+FROM per_device
+GROUP BY
+  side,
+  task,
+  device_tier,
+  network_bucket,
+  level

@@ -1,0 +1,378 @@
+"""The Spark engine beside DuckDB on the same simulated releases (marker `spark`): ingest counts, every rollup
+figure and every gate decision equal; quantiles within the sketch's error where the sketch is used; the gate
+scenarios of `pipeline simulate` with the same verdicts and exit codes.
+
+One local Spark session for the whole test run (the `spark_engine` fixture) and small data (about 100k rows),
+because starting a session takes 10-20 s and the driver about 2 GB. Without pyspark or Java the tests skip,
+saying why, except under CI, where they fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+import os
+import shutil
+from contextlib import redirect_stderr, redirect_stdout
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from conftest import run_cli, valid_table, with_values, write
+
+from pipeline import cli, db
+from pipeline.aggregate import use_settings
+from pipeline.config import EngineSettings, SparkSettings, load_config
+from pipeline.gate import evaluate_gate
+from pipeline.nightly import run_nightly
+from pipeline.simulate import write_parquet
+
+pytestmark = pytest.mark.spark
+
+START = datetime(2026, 11, 20)
+AS_OF = datetime(2026, 11, 27)
+MASTER = "local[2]"
+BASE = load_config()
+LOCAL = SparkSettings(master=MASTER, driver_memory="1g", shuffle_partitions=4)
+EXACT = dataclasses.replace(BASE, engine=EngineSettings(quantiles="exact", spark=LOCAL))
+SKETCH = dataclasses.replace(BASE, engine=EngineSettings(quantiles="sketch", spark=LOCAL))
+E = SKETCH.engine.sketch_relative_error
+# release -> (scenario, rows, verdict, exit code): the gate scenarios of `pipeline simulate`
+SCENARIOS = {
+    "4.20": ("healthy", 30_000, "keep_edge", 0),
+    "4.21": ("postmortem", 30_000, "rollback_to_cloud", 1),
+    "4.22": ("low_tier_memory", 30_000, "partial_rollback", 1),
+    "4.23": ("sparse", 1_000, "insufficient_data", 3),
+}
+
+
+def _spark_or_skip() -> None:
+    import importlib.util
+
+    why = None
+    if importlib.util.find_spec("pyspark") is None:
+        why = "pyspark is not installed (pip install -e '.[test,spark]')"
+    elif not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        why = "Java 17 is not installed (apt-get install openjdk-17-jre-headless)"
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"the Spark tests must run in CI: {why}", pytrace=False)
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The four scenarios with rows that break rules, two files sharing event_ids (one copy invalid), a file
+    that is not Parquet and one that lacks a required column."""
+    land = tmp_path_factory.mktemp("spark") / "landing"
+    for i, (release, (scenario, rows, _, _)) in enumerate(SCENARIOS.items()):
+        write_parquet(land, release, rows, scenario, seed=10 + i, start=START, days=7, files=2,
+                      bad_rows=rows // 500)
+    shared = valid_table(300, seed=5, start=datetime(2026, 11, 22))
+    write(shared, land / "extra" / "a.parquet")
+    write(with_values(shared, 3, total_ms=-1.0), land / "extra" / "b.parquet")  # same ids, one copy invalid
+    write(shared.drop(["device_id"]), land / "extra" / "no_device.parquet")
+    (land / "extra" / "junk.parquet").write_bytes(b"not parquet at all")
+    return land
+
+
+@pytest.fixture(scope="session")
+def spark_engine(tmp_path_factory: pytest.TempPathFactory):
+    """The Spark engine on the one local session of this test run, with its own bookkeeping file."""
+    _spark_or_skip()
+    from pipeline.spark.engine import open_engine
+
+    folder = tmp_path_factory.mktemp("spark-warehouse")
+    return open_engine(folder / "spark.duckdb", SKETCH)
+
+
+@pytest.fixture(scope="session")
+def nightlies(landing: Path, spark_engine, tmp_path_factory: pytest.TempPathFactory):
+    """The nightly job once per engine on the same landing folder (ingest, rollup with histograms, gates)."""
+    duck = tmp_path_factory.mktemp("duck") / "duck.duckdb"
+    duck_run, duck_results = run_nightly(duck, landing, SKETCH, as_of=AS_OF)
+    spark_run, spark_results = run_nightly(spark_engine.db_path, landing, SKETCH, as_of=AS_OF, engine=spark_engine)
+    return duck, (duck_run, duck_results), (spark_run, spark_results)
+
+
+def _rows(db_path: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def _close(a, b, rel: float = 1e-12) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(a, b, rel_tol=rel, abs_tol=1e-300) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y, rel) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], rel) for k in a)
+    return a == b
+
+
+def _covers(wide, narrow) -> bool:
+    """The sketch's widened interval holds the exact one (a side with no order statistic is None on both)."""
+    if narrow is None:
+        return wide is None
+    lo_ok = narrow[0] is None or (wide[0] is not None and wide[0] <= narrow[0] + 1e-12)
+    hi_ok = narrow[1] is None or (wide[1] is not None and wide[1] >= narrow[1] - 1e-12)
+    return lo_ok and hi_ok
+
+
+def test_nightly_runs_ok_on_both_engines_with_the_same_verdicts(nightlies):
+    _, (duck_run, _), (spark_run, _) = nightlies
+    assert (duck_run.status, spark_run.status) == ("ok", "ok"), (duck_run.error, spark_run.error)
+    assert spark_run.verdicts == duck_run.verdicts
+    assert {r: duck_run.verdicts[r] for r in SCENARIOS} == {r: v[2] for r, v in SCENARIOS.items()}
+    assert spark_run.data_quality == duck_run.data_quality  # the rejected files raise the same alarm
+
+
+def test_ingest_stores_the_same_manifest_quarantine_and_events(nightlies, spark_engine):
+    duck = nightlies[0]
+    manifest = ("SELECT file_id, path, status, rows_read, accepted, quarantined, duplicates, reason, extra_columns, "
+                "missing_columns FROM files ORDER BY path")
+    duck_files, spark_files = _rows(duck, manifest), _rows(spark_engine.db_path, manifest)
+    assert spark_files == duck_files
+    statuses = [(Path(p).name, s) for _, p, s, *_ in duck_files if s != "loaded"]
+    assert sorted(statuses) == [("junk.parquet", "rejected"), ("no_device.parquet", "rejected")]
+    totals = _rows(duck, "SELECT sum(rows_read), sum(accepted), sum(quarantined), sum(duplicates) FROM files")[0]
+    assert totals[2] > 0 and totals[3] == 299  # every row of b.parquet but the invalid one is a duplicate
+    assert _rows(duck, "SELECT file_id, rule, success, element_count, unexpected_count FROM validations "
+                       "JOIN files USING (file_id) ORDER BY path, rule").__len__() > 0
+    per_rule = ("SELECT f.path, v.rule, v.success, v.element_count, v.unexpected_count FROM validations v "
+                "JOIN files f USING (file_id) ORDER BY 1, 2")
+    assert _rows(spark_engine.db_path, per_rule) == _rows(duck, per_rule)
+
+    q_duck = sorted(_rows(duck, "SELECT source_file, row_in_file, rules FROM quarantine"))
+    q_spark = sorted((r["source_file"], r["row_in_file"], list(r["rules"])) for r in
+                     spark_engine.table("quarantine").select("source_file", "row_in_file", "rules").collect())
+    assert q_spark == [(s, r, list(rules)) for s, r, rules in q_duck] and len(q_duck) == totals[2]
+
+    key = "SELECT e.event_id, f.path, e.event_time, e.total_ms FROM events e JOIN files f USING (file_id)"
+    duck_events = sorted(_rows(duck, key))
+    paths = dict(_rows(spark_engine.db_path, "SELECT file_id, path FROM files"))
+    spark_events = sorted((r["event_id"], paths[r["file_id"]], r["event_time"], r["total_ms"]) for r in
+                          spark_engine.table("events").select("event_id", "file_id", "event_time", "total_ms")
+                          .collect())
+    assert len(spark_events) == len(duck_events) == totals[1]
+    assert spark_events == duck_events
+    root = Path(spark_engine.warehouse.base)  # published: only the tables, nothing left in staging
+    assert sorted(p.name for p in root.iterdir()) == ["_staging", "events", "quarantine", "rollup_daily",
+                                                      "rollup_hist"]
+    assert list((root / "_staging").iterdir()) == []
+
+
+def test_rollup_figures_and_histograms_are_equal(nightlies, spark_engine):
+    duck = nightlies[0]
+    with duckdb.connect(str(duck), read_only=True) as con:
+        cur = con.execute("SELECT * EXCLUDE (updated_at) FROM rollup_daily")
+        cols = [d[0] for d in cur.description]
+        duck_rows = {tuple(r[:6]): dict(zip(cols, r, strict=True)) for r in cur.fetchall()}
+        duck_hist = sorted(con.execute("SELECT release, day, task, route, device_tier, network_bucket, figure, bin, n "
+                                       "FROM rollup_hist").fetchall())
+    spark_rows = {}
+    for r in spark_engine.table("rollup_daily").drop("updated_at", "date").collect():
+        d = r.asDict()
+        spark_rows[tuple(d[c] for c in cols[:6])] = {c: d[c] for c in cols}
+    assert spark_rows.keys() == duck_rows.keys() and len(duck_rows) > 500
+    worst = 0.0
+    for key, d in duck_rows.items():
+        s = spark_rows[key]
+        for c in cols:
+            if isinstance(d[c], float) and d[c] and s[c] is not None:
+                worst = max(worst, abs(s[c] - d[c]) / abs(d[c]))
+            assert _close(s[c], d[c], rel=1e-13), (key, c, s[c], d[c])  # counts and rates: identical
+    assert worst <= 1e-13
+    spark_hist = sorted(tuple(r) for r in spark_engine.table("rollup_hist").select(
+        "release", "day", "task", "route", "device_tier", "network_bucket", "figure", "bin", "n").collect())
+    assert spark_hist == duck_hist and len(duck_hist) > 10_000
+
+
+@pytest.fixture(scope="session")
+def gates(nightlies, spark_engine):
+    """(estimator, release) -> (DuckDB's GateResult, Spark's), each evaluated once for the tests below."""
+    out = {}
+    for name, config in (("exact", EXACT), ("sketch", SKETCH)):
+        for release in SCENARIOS:
+            with db.reading(nightlies[0]) as con:
+                use_settings(con, config)
+                duck_result = evaluate_gate(con, release, config, as_of=AS_OF)
+            out[(name, release)] = duck_result, evaluate_gate(spark_engine, release, config, as_of=AS_OF)
+    return out
+
+
+def _comparable(result) -> dict:
+    d = result.to_dict()
+    d.pop("evaluated_at")
+    d["quantiles"].pop("engine")
+    return d
+
+
+@pytest.mark.parametrize("estimator", ["exact", "sketch"])
+def test_gate_decisions_and_figures_are_equal(gates, estimator):
+    for release in SCENARIOS:
+        duck_result, spark_result = gates[(estimator, release)]
+        assert (spark_result.verdict, spark_result.exit_code) == (duck_result.verdict, duck_result.exit_code) \
+            == SCENARIOS[release][2:], release
+        assert spark_result.quantiles["engine"] == "spark"
+        a, b = _comparable(duck_result), _comparable(spark_result)
+        assert [s["decision"] for s in b["segments"]] == [s["decision"] for s in a["segments"]]
+        # every count and rate identical; exact quantiles (Spark's percentile) within float rounding
+        assert _close(b, a, rel=1e-12), release
+
+
+def test_sketch_p95s_are_within_the_documented_error_of_exact_on_spark(gates):
+    compared = 0
+    for release in SCENARIOS:
+        exact, approx = gates[("exact", release)][1], gates[("sketch", release)][1]
+        assert approx.quantiles == {"estimator": "log_histogram", "relative_error": E, "engine": "spark"}
+        for s_exact, s_approx in zip(exact.segments, approx.segments, strict=True):
+            assert s_exact.decision == s_approx.decision, s_exact.key
+            for name in ("peak_memory", "resident_memory", "inference_duration", "cold_start", "thermal"):
+                a, b = s_exact.checks[name], s_approx.checks[name]
+                if a.measured is not None:
+                    assert abs(b.measured - a.measured) <= E * abs(a.measured) + 1e-12
+                    assert _covers(b.interval, a.interval)
+                    compared += 1
+    assert compared > 100
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    """The real command line in this process (the Spark session is reused: one per test run)."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_gate_gives_the_same_verdicts_and_exit_codes_on_both_engines(nightlies, spark_engine):
+    duck = nightlies[0]
+    spark = ["--engine", "spark", "--spark-master", MASTER, "--warehouse", str(spark_engine.warehouse)]
+    for release, (_, _, verdict, code) in SCENARIOS.items():
+        common = ["gate", "--release", release, "--as-of", "2026-11-27", "--dry-run", "--json"]
+        duck_code, duck_out, duck_err = _cli(*common, "--db", str(duck))
+        spark_code, spark_out, spark_err = _cli(*common, "--db", str(spark_engine.db_path), *spark)
+        assert (duck_code, spark_code) == (code, code), (duck_err, spark_err)
+        d, s = json.loads(duck_out), json.loads(spark_out)
+        assert d["verdict"] == s["verdict"] == verdict
+        assert d["quantiles"]["estimator"] == "exact" and s["quantiles"]["estimator"] == "log_histogram"
+        assert [x["decision"] for x in d["segments"]] == [x["decision"] for x in s["segments"]]
+    code, _, err = _cli("gate", "--release", "9.99", "--db", str(spark_engine.db_path), *spark)
+    assert code == 2 and err.startswith("pipeline gate: error: no release '9.99' in the database; releases present:")
+
+
+def test_aggregate_and_ingest_again_change_nothing(nightlies, spark_engine, landing):
+    spark = ["--engine", "spark", "--spark-master", MASTER, "--warehouse", str(spark_engine.warehouse)]
+    code, out, err = _cli("ingest", "--db", str(spark_engine.db_path), "--as-of", "2026-11-27", str(landing), *spark)
+    assert code == 0, err
+    assert out.splitlines()[:2] == ["12 files: 0 loaded, 2 rejected, 10 already ingested",
+                                    "0 rows read: 0 accepted, 0 quarantined, 0 duplicates"]
+    assert out.splitlines()[-1] == "rollup up to date: no new rows"
+
+
+def test_spark_gate_subprocess_prints_clean_json_and_exits_with_the_verdict(nightlies, spark_engine):
+    """A fresh process starts its own local session: nothing from the JVM reaches stdout or stderr."""
+    done = run_cli("gate", "--db", str(spark_engine.db_path), "--engine", "spark", "--spark-master", MASTER,
+                   "--warehouse", str(spark_engine.warehouse), "--release", "4.21", "--as-of", "2026-11-27",
+                   "--dry-run", "--json", timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["verdict"] == "rollback_to_cloud"
+    assert done.stderr.startswith("pipeline gate: dry run: nothing stored") and done.stderr.count("\n") == 1
+
+
+def test_partition_columns_stay_strings(spark_engine, tmp_path):
+    """Spark reads a folder release=4.10 as the number 4.1 unless partition type inference is off."""
+    folder = tmp_path / "t"
+    write_parquet(folder, "4.10", 10, "healthy", seed=1, start=START, days=1)
+    df = spark_engine.spark.read.parquet(str(folder))
+    assert [r["release"] for r in df.select("release").distinct().collect()] == ["4.10"]
+    assert pq.read_table(next(folder.rglob("*.parquet")))["release"][0].as_py() == "4.10"
+    assert spark_engine.spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+def test_rewritten_duckdb_functions_give_duckdb_results_on_spark(spark_engine):
+    """The dialect's rewrites (pipeline/spark/dialect.py) against DuckDB itself, on groups of every size."""
+    import random
+
+    import pyarrow as pa
+
+    from pipeline import stats
+    from pipeline.spark.dialect import transpile
+
+    rng = random.Random(3)
+    rows = [(g, round(rng.lognormvariate(5, 1), 1) if rng.random() > 0.05 else None)
+            for g in range(40) for _ in range(rng.randint(0, 400))] + [(99, None)]
+    table = pa.table({"g": [r[0] for r in rows], "x": [r[1] for r in rows]})
+    sql = ("SELECT g, quantile_disc(x, $f) AS d, quantile_cont(x, $f) AS c, list_position($names, 'b') AS p, "
+           "list_position($names, 'z') AS missing, list_extract($f, 3) AS third, list_extract($f, 0) AS none "
+           "FROM t GROUP BY g")
+    params = {"f": [0.95, 0.0, 1.0, *stats.QUANTILE_GRID[::7]], "names": ["a", "b"]}
+    with duckdb.connect() as con:
+        con.register("t", table)
+        expected = {r[0]: r[1:] for r in con.execute(sql, params).fetchall()}
+    spark_engine.spark.createDataFrame(table).createOrReplaceTempView("t")
+    got = {r[0]: tuple(r[1:]) for r in spark_engine.spark.sql(transpile(sql)[0], args=params).collect()}
+    assert got.keys() == expected.keys()
+    for g, row in expected.items():
+        assert _close(list(got[g]), list(row), rel=1e-15), g
+
+
+@pytest.mark.slow
+def test_spark_connect_gives_the_local_sessions_gate(nightlies, spark_engine, gates, tmp_path):
+    """`--spark-remote sc://...`: a Spark Connect server of the pyspark package, started for this test (another
+    JVM, so `pytest -m "spark and slow"` runs it, not make test-spark)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_PID_DIR": str(tmp_path), "SPARK_LOG_DIR": str(tmp_path),
+           "PYSPARK_PYTHON": sys.executable, "SPARK_IDENT_STRING": f"pipeline-test-{port}"}
+    subprocess.run(["bash", str(home / "sbin" / "start-connect-server.sh"), "--master", "local[1]",
+                    "--conf", f"spark.connect.grpc.binding.port={port}"], env=env, check=True, capture_output=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the Spark Connect server did not start"
+            time.sleep(1)
+        done = run_cli("gate", "--spark-remote", f"sc://localhost:{port}", "--db", str(spark_engine.db_path),
+                       "--warehouse", str(spark_engine.warehouse), "--release", "4.21", "--as-of", "2026-11-27",
+                       "--dry-run", "--json", timeout=300)
+        assert done.returncode == 1, done.stderr
+        remote = json.loads(done.stdout)
+        local = gates[("sketch", "4.21")][1].to_dict()
+        for d in (remote, local):
+            d.pop("evaluated_at")
+        assert remote == local
+    finally:
+        subprocess.run(["bash", str(home / "sbin" / "stop-connect-server.sh")], env=env, capture_output=True)
+
+
+def test_backtest_reads_the_release_from_spark_and_replays_it_as_on_duckdb(nightlies, spark_engine):
+    """`pipeline backtest --engine spark`: the release's window comes from the Spark warehouse, the replay runs
+    in DuckDB scratch warehouses. The release as stored has no random draw: the same looks on both engines (the
+    A/A and injected variants draw per device in row order, which differs between the two stores)."""
+    from pipeline.backtest import backtest
+
+    kwargs = {"nights": 2, "runs": 1, "injections": [], "seed": 0}
+    with db.reading(nightlies[0]) as con:
+        use_settings(con, EXACT)
+        duck = backtest(con, "4.22", EXACT, AS_OF, **kwargs).to_dict()
+    spark = backtest(spark_engine, "4.22", EXACT, AS_OF, **kwargs).to_dict()
+    assert [v["variant"] for v in spark["variants"]] == [v["variant"] for v in duck["variants"]]
+    assert spark["variants"][0] == duck["variants"][0] and duck["variants"][0]["rolled_back"] == 1
