@@ -147,6 +147,10 @@ class _Batch:
 # (a few dozen SQL queries), so bigger batches are faster; peak memory grows with the batch
 # (README, Ingestion). A file larger than this is one batch of its own.
 DEFAULT_BATCH_ROWS = 1_000_000
+# The first batches are smaller (1/8, then 1/2 of the batch): nothing is stored until the first is
+# staged and validated, so storing, the critical path, starts seconds sooner; each later batch is
+# staged while the one before it is stored.
+RAMP_SHARES = (8, 2)
 # The ingest's DuckDB memory: two staged batches (one being validated, one being stored) and the
 # warehouse's working memory. Past it, staged rows spill to <db>.tmp.
 DUCKDB_MEMORY_LIMIT = "800MB"
@@ -306,6 +310,8 @@ class Ingestor:
             lambda: (reading.check(p, self.schema, decided) for p in files), _CHECK_AHEAD, self._stop)
         pending: list[tuple[int, reading.Checked]] = []
         batch = _Batch([], [])
+        sizes = iter([max(1, self.batch_rows // share) for share in RAMP_SHARES])
+        batch_rows = next(sizes)
         for index, checked in enumerate(checks):
             if checked.sha in known:
                 batch.decided.append((index, self._decided(checked, known[checked.sha])))
@@ -317,9 +323,9 @@ class Ingestor:
                 _start_loading_gx()
                 known[checked.sha] = ("loaded", str(checked.path), "this run", None, checked.rows)
                 pending.append((index, checked))
-            if sum(c.rows for _, c in pending) >= self.batch_rows:
+            if sum(c.rows for _, c in pending) >= batch_rows:
                 yield self._staged(con, batch, pending, known)
-                pending, batch = [], _Batch([], [])
+                pending, batch, batch_rows = [], _Batch([], []), next(sizes, self.batch_rows)
         if pending or batch.jobs or batch.decided:
             yield self._staged(con, batch, pending, known)
 
