@@ -51,17 +51,25 @@ def bucket_of(x: float, relative_error: float) -> int:
     return 0
 
 
-def quantiles(buckets: Sequence[int], counts: Sequence[int], fractions: Sequence[float],
-              relative_error: float) -> list[float] | None:
-    """quantile_cont at each fraction from one histogram (buckets in any order); None when it is empty."""
+def _sorted(buckets: Sequence[int], counts: Sequence[int],
+            relative_error: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(value of each bucket, cumulative count) in bucket order; rank r (0-based) is in bucket i when
+    ends[i-1] <= r < ends[i]. None when the histogram is empty."""
     b = np.asarray(buckets, dtype=np.int64)
     c = np.asarray(counts, dtype=np.int64)
     if c.sum() == 0:
         return None
     order = np.argsort(b)
-    b, c = b[order], c[order]
-    values = bucket_values(b, relative_error)
-    ends = np.cumsum(c)  # rank r (0-based) is in bucket i when ends[i-1] <= r < ends[i]
+    return bucket_values(b[order], relative_error), np.cumsum(c[order])
+
+
+def quantiles(buckets: Sequence[int], counts: Sequence[int], fractions: Sequence[float],
+              relative_error: float) -> list[float] | None:
+    """quantile_cont at each fraction from one histogram (buckets in any order); None when it is empty."""
+    sorted_ = _sorted(buckets, counts, relative_error)
+    if sorted_ is None:
+        return None
+    values, ends = sorted_
     n = int(ends[-1])
     h = (n - 1) * np.asarray(fractions, dtype=np.float64)
     lo, hi = np.floor(h), np.ceil(h)
@@ -76,14 +84,10 @@ def order_statistics(buckets: Sequence[int], counts: Sequence[int], fractions: S
     (DuckDB reads f as a decimal, so 0.81 x 300 is 243, not 244); None when the histogram is empty."""
     from decimal import ROUND_CEILING, Decimal
 
-    b = np.asarray(buckets, dtype=np.int64)
-    c = np.asarray(counts, dtype=np.int64)
-    if c.sum() == 0:
+    sorted_ = _sorted(buckets, counts, relative_error)
+    if sorted_ is None:
         return None
-    order = np.argsort(b)
-    b, c = b[order], c[order]
-    values = bucket_values(b, relative_error)
-    ends = np.cumsum(c)
+    values, ends = sorted_
     n = int(ends[-1])
     ks = [max(1, int((Decimal(n) * Decimal(repr(float(f)))).to_integral_value(ROUND_CEILING))) for f in fractions]
     return values[np.searchsorted(ends, np.asarray(ks) - 1, side="right")].tolist()

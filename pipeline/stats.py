@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -234,6 +234,21 @@ def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool) -
     return binom_sf(k, n, p0) if above else binom_cdf(k, n, p0)
 
 
+def smallest_n(holds: Callable[[int], bool], start: int, limit: int) -> int | None:
+    """The smallest n >= start/2 for which `holds` (monotone in n) is true, None past `limit`:
+    doubling from `start`, then bisection."""
+    hi = start
+    while not holds(hi):
+        hi *= 2
+        if hi > limit:
+            return None
+    lo = hi // 2
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if holds(mid) else (mid, hi)
+    return hi
+
+
 @functools.lru_cache(maxsize=1024)
 def values_needed(p0: float, above: bool, alpha: float, sequential: bool, limit: int = 10_000_000) -> int | None:
     """The fewest (effective) values with which the most extreme outcome (all beyond p0, or none)
@@ -244,16 +259,7 @@ def values_needed(p0: float, above: bool, alpha: float, sequential: bool, limit:
     def decides(n: int) -> bool:
         return rate_p_value(n if above else 0, n, p0, above, sequential) <= alpha
 
-    hi = 1
-    while not decides(hi):
-        hi *= 2
-        if hi > limit:
-            return None
-    lo = hi // 2
-    while lo + 1 < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if decides(mid) else (mid, hi)
-    return hi
+    return smallest_n(decides, 1, limit)
 
 
 # ------------------------------------------------------------------ z tests against the cloud
@@ -453,13 +459,4 @@ def rows_needed_ratio(p_cloud: float, tolerance: float, delta: float, alpha: flo
         p = z_p_value(z, var, tau, sequential)
         return math.isfinite(p) and p <= alpha
 
-    hi = 16
-    while not enough(hi):
-        hi *= 2
-        if hi > limit:
-            return None
-    lo = hi // 2
-    while lo + 1 < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
-    return hi
+    return smallest_n(enough, 16, limit)

@@ -201,6 +201,11 @@ def _findings(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, row
     return validation
 
 
+def _new_suite(schema: Schema, now: datetime) -> Any:
+    return gx.ExpectationSuite(name=f"telemetry_event_v{schema.version}",
+                               expectations=[_expectation(r, now) for r in schema.rules])
+
+
 class Validator:
     """One GX context, reused for every batch a process validates, bound to one DuckDB
     connection at a time (`bind`). `connection_wrapper` is swappable for the self-test's test."""
@@ -241,10 +246,7 @@ class Validator:
     def suite(self, now: datetime) -> Any:
         """The whole suite; `now` is the ingestion time the event_time rule is bound to."""
         if now not in self._suites:
-            self._suites[now] = gx.ExpectationSuite(
-                name=f"telemetry_event_v{self.schema.version}",
-                expectations=[_expectation(r, now) for r in self.schema.rules],
-            )
+            self._suites[now] = _new_suite(self.schema, now)
         return self._suites[now]
 
     def validate(self, table: str, now: datetime, rows: int) -> Validation:
@@ -305,10 +307,7 @@ class SparkValidator:
 
     def suite(self, now: datetime) -> Any:
         if now not in self._suites:
-            self._suites[now] = gx.ExpectationSuite(
-                name=f"telemetry_event_v{self.schema.version}",
-                expectations=[_expectation(r, now) for r in self.schema.rules],
-            )
+            self._suites[now] = _new_suite(self.schema, now)
         return self._suites[now]
 
     def _batch(self, df: Any) -> Any:
