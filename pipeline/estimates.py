@@ -133,9 +133,7 @@ def _dimension(name: str, unit: str, estimate: float | None, measured: float | N
 
 def _field(con: duckdb.DuckDBPyConnection, params: dict[str, Any], task: str,
            tiers: list[str]) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
-    cur = sqlfiles.run(con, FIELD_SQL, {**params, "task": task, "tiers": tiers})
-    cols = [d[0] for d in cur.description]
-    rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    rows = sqlfiles.dicts(con, FIELD_SQL, {**params, "task": task, "tiers": tiers})
     overall = next((r for r in rows if r["level"] == 1), None)
     return overall, {r["device_tier"]: r for r in rows if r["level"] == 0}
 

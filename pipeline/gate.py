@@ -42,15 +42,14 @@ from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.registry import BY_NAME, GATE_NAMES, GATES
 
 COUNTS_SQL = "gate/segment_counts"
-QUANTILES_SQL = "gate/segment_quantiles"
+QUANTILES_SQL = quantiles.QUANTILES_SQL
 WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
-_QUANTILE_FIGURES = tuple(g.figure for g in GATES if g.kind == "p95_budget")
 GATE_ORDER = list(GATE_NAMES)
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
 STATUSES = ("pass", "fail", "insufficient_data", "not_applicable")
-P95 = 0.95  # the quantile every budget is on: p95 <= budget <=> share of values above it <= 5 %
+P95 = quantiles.P95
 # Mixing scale tau of the sequential z tests (stats.msprt_p_value): the effect worth detecting,
 # on each test's own scale. Adoption: a loss of twice the tolerance; fallback excess: the margin;
 # weak-network latency: an edge p95 25 % slower than the cloud's (log scale).
@@ -261,14 +260,14 @@ def ratio(row: dict[str, Any], k: str, n: str, min_devices: int) -> stats.Device
 class _Figures:
     """The SQL's rows, found by side and level; quantile and weak-network figures merged in."""
 
-    def __init__(self, counts: list[dict[str, Any]], quantiles: list[dict[str, Any]], weak: list[dict[str, Any]],
+    def __init__(self, counts: list[dict[str, Any]], quantile_rows: list[dict[str, Any]], weak: list[dict[str, Any]],
                  relative_error: float | None = None, quantiles_sql: str = QUANTILES_SQL):
         self.relative_error = relative_error  # the sketch's, folded into every quantile interval; None: exact
         self.quantiles_sql = quantiles_sql
         self.by = {(r["side"], _level_key(r)): r for r in counts}
-        for q in quantiles:
+        for q in quantile_rows:
             row = self.by[(q["side"], _level_key(q))]
-            for name in _QUANTILE_FIGURES:
+            for name in quantiles.FIGURES:
                 row[f"{name}_p95"], row[f"{name}_grid"] = q[f"{name}_p95"], q[f"{name}_grid"]
         self.weak = {(w["side"], _level_key(w)): w for w in weak}
 
@@ -338,16 +337,22 @@ class _Measure:
         check.tests[name] = Test(p, check.burden, f"{kind} on device-adjusted counts: {what} "
                                                   f"{'<' if above != harm_above else '>'} {p0:g}")
         if r.devices < self.config.min_devices:
-            check.note = (check.note + "; " if check.note else "") + (
-                f"only {r.devices} devices: their rows counted as fully correlated")
+            _add_note(check, f"only {r.devices} devices: their rows counted as fully correlated")
         alpha = 1 - self.conf if safe else self.split[(check.gate, name)]
         need = stats.values_needed(p0, above, alpha, self.sequential)
         if need is not None and r.n_eff < need and check.values_needed is None:
             check.values_needed = math.ceil(need * r.design_effect)
             check.short_of_data = True
-            check.note = (check.note + "; " if check.note else "") + (
-                f"needs {check.values_needed:,} values for any decision ({int(r.n):,} now, design effect "
-                f"{r.design_effect:.2f})")
+            _add_note(check, f"needs {check.values_needed:,} values for any decision ({int(r.n):,} now, "
+                             f"design effect {r.design_effect:.2f})")
+
+    def _z_test(self, check: GateCheck, name: str, harm: float, var: float, tau: float, method: str) -> None:
+        """A z test of `harm` (positive: the threshold is broken) over its variance; the statistic's sign
+        follows the burden, so a small p is evidence of harm (prove_harm) or of safety (prove_safe)."""
+        z = harm / math.sqrt(var) if var > 0 else math.nan
+        if check.burden == "prove_safe":
+            z = -z
+        check.tests[name] = Test(stats.z_p_value(z, var, tau, self.sequential), check.burden, method)
 
     def _budget(self, name: str, row: dict, gates: Any, min_rows: int | None = None) -> GateCheck:
         """A p95 budget: the share of values above the budget against 5 %, device-level."""
@@ -448,12 +453,8 @@ class _Measure:
         check.borderline = _straddles(interval, check.threshold)
         check.note = note
         tau = check.threshold * cloud_rate * 2
-        z = -d / math.sqrt(var) if var > 0 else math.nan
-        if check.burden == "prove_safe":
-            z = -z
-        check.tests[""] = Test(stats.z_p_value(z, var, tau, self.sequential), check.burden,
-                               ("mixture SPRT" if self.sequential else "one look") + " on the stratified "
-                               "Farrington-Manning score, device design effects")
+        self._z_test(check, "", -d, var, tau, ("mixture SPRT" if self.sequential else "one look")
+                     + " on the stratified Farrington-Manning score, device design effects")
         check.extra.update(cloud_rows=int(sum(s.cloud.n for s in strata)), cloud_devices=cloud_pool["devices"],
                            cloud_design_effect=deff_c, edge_adoption=sum(s.edge.k for s in strata) / max(1, check.rows))
         return check
@@ -493,12 +494,9 @@ class _Measure:
         var = r.variance + cloud.variance
         if not math.isfinite(var):
             var = r.binomial_variance * r.design_effect + cloud.binomial_variance * cloud.design_effect
-        z = (r.rate - cloud.rate - margin) / math.sqrt(var) if var > 0 else math.nan
-        if check.burden == "prove_safe":
-            z = -z
-        check.tests["excess"] = Test(stats.z_p_value(z, var, max(margin, MIN_FALLBACK_TAU), self.sequential),
-                                     check.burden, ("mixture SPRT" if self.sequential else "one-look z test")
-                                     + " of edge - cloud fallback rate against the margin, device-level variances")
+        self._z_test(check, "excess", r.rate - cloud.rate - margin, var, max(margin, MIN_FALLBACK_TAU),
+                     ("mixture SPRT" if self.sequential else "one-look z test")
+                     + " of edge - cloud fallback rate against the margin, device-level variances")
         return check
 
     def weak_network_latency(self, row: dict, gates: Any) -> GateCheck:
@@ -535,12 +533,9 @@ class _Measure:
             return check
         check.design_effect = edge[2]
         var = edge[1] + cloud[1]
-        z = (edge[0] - cloud[0]) / math.sqrt(var) if var > 0 else math.nan
-        if check.burden == "prove_safe":
-            z = -z
-        check.tests[""] = Test(stats.z_p_value(z, var, WEAK_LATENCY_TAU, self.sequential), check.burden,
-                               ("mixture SPRT" if self.sequential else "one-look z test")
-                               + " of log(edge p95 / cloud p95), Bahadur variance with device-level shares")
+        self._z_test(check, "", edge[0] - cloud[0], var, WEAK_LATENCY_TAU,
+                     ("mixture SPRT" if self.sequential else "one-look z test")
+                     + " of log(edge p95 / cloud p95), Bahadur variance with device-level shares")
         return check
 
     def _log_p95(self, row: dict, weak: dict | None) -> tuple[float, float | None, float | None]:
@@ -548,9 +543,7 @@ class _Measure:
         p95, n = row["total_p95"], row["total_n"]
         if weak is None or not _finite(p95) or p95 <= 0:
             return math.nan, None, None
-        share = stats.device_ratio(int(weak["devices"]), float(weak["total_n"]), float(weak["above"]),
-                                   float(weak["total_n_nn"]), float(weak["above_kk"]), float(weak["above_kn"]),
-                                   self.config.min_devices)
+        share = self.ratio(weak, "above", "total_n")
         h = min(stats.hall_sheather(n, P95, self.conf), 0.999 - P95, P95 - 0.80)
         spread = stats.grid_value(row["total_grid"], P95 + h) - stats.grid_value(row["total_grid"], P95 - h)
         share_var = max(share.variance, P95 * (1 - P95) / n) if math.isfinite(share.variance) else math.nan
@@ -578,14 +571,17 @@ class _Measure:
         if not dd:
             check.short_of_data, check.note = True, "no device-days in the window"
             return check
-        r = stats.device_ratio(int(dd["devices"]), float(dd["days"]), float(dd["over_cap"]), float(dd["days_nn"]),
-                               float(dd["over_cap_kk"]), float(dd["over_cap_kn"]), self.config.min_devices)
+        r = self.ratio(dd, "over_cap", "days")
         check.rows, check.devices, check.design_effect, check.measured = int(r.n), r.devices, r.design_effect, r.rate
         check.sql = f"sql/{DEVICE_DAYS_SQL}.sql"
         check.interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
         check.borderline = _straddles(check.interval, check.threshold)
         self._rate_test(check, "", r, check.threshold, harm_above=True, what="share of device-days over the cap")
         return check
+
+
+def _add_note(check: GateCheck, text: str) -> None:
+    check.note = f"{check.note}; {text}" if check.note else text
 
 
 def _with_deff(r: stats.DeviceRatio, deff: float) -> stats.DeviceRatio:
@@ -612,7 +608,10 @@ def budget_split(config: Config) -> dict[tuple[str, str], float]:
 
 def decide(checks: Sequence[GateCheck], config: Config) -> list[str]:
     """Step 2: the status of every check of one evaluation, in one pass (pure: nothing is changed)."""
-    outcome = _test_outcomes(checks, config)
+    return _statuses(checks, _test_outcomes(checks, config))
+
+
+def _statuses(checks: Sequence[GateCheck], outcome: dict[tuple[int, str], tuple[float, bool]]) -> list[str]:
     statuses = []
     for i, check in enumerate(checks):
         harm = any(outcome[(i, name)][1] for name, t in check.tests.items() if t.burden == "prove_harm")
@@ -654,7 +653,7 @@ def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[in
 
 def _settle(checks: Sequence[GateCheck], config: Config) -> None:
     outcome = _test_outcomes(checks, config)
-    for i, (check, status) in enumerate(zip(checks, decide(checks, config), strict=True)):
+    for i, (check, status) in enumerate(zip(checks, _statuses(checks, outcome), strict=True)):
         check.status = status
         for name, t in check.tests.items():
             t.alpha, t.rejected = outcome[(i, name)]
@@ -662,7 +661,7 @@ def _settle(checks: Sequence[GateCheck], config: Config) -> None:
         check.p_value = min(finite) if finite else None
         by_test = [name for name, t in check.tests.items() if t.rejected and t.burden == "prove_harm"]
         if status == "fail" and by_test and by_test[0] in _TEST_NOTES:
-            check.note = (check.note + "; " if check.note else "") + _TEST_NOTES[by_test[0]]
+            _add_note(check, _TEST_NOTES[by_test[0]])
     _size_quality(checks, config)
 
 
@@ -679,11 +678,6 @@ def _size_quality(checks: Sequence[GateCheck], config: Config) -> None:
             c.baseline, c.threshold, c.threshold, alpha, 0.8, c.design_effect or 1.0,
             c.extra.get("cloud_design_effect") or 1.0, cloud_rows / c.rows, 2 * c.threshold * c.baseline,
             config.statistics.method == "sequential")
-
-
-def _dicts(cur: Any) -> list[dict[str, Any]]:
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
 def releases(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -721,12 +715,12 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     window_start = as_of - timedelta(days=config.window_days)
     params = {"release": release, "window_start": window_start, "window_end": as_of}
     error = config.engine.sketch_relative_error if estimator == quantiles.SKETCH else None
-    figures = _Figures(_dicts(sqlfiles.run(con, COUNTS_SQL, {**params, **budget_params(config)})),
+    figures = _Figures(sqlfiles.dicts(con, COUNTS_SQL, {**params, **budget_params(config)}),
                        quantiles.segment_quantiles(con, params, config),
-                       _dicts(sqlfiles.run(con, WEAK_SQL, params)), error,
+                       sqlfiles.dicts(con, WEAK_SQL, params), error,
                        quantiles.HISTOGRAMS_SQL if error else QUANTILES_SQL)
     device_days = {(r["task"], r["device_tier"], r["network_bucket"]): r
-                   for r in _dicts(sqlfiles.run(con, DEVICE_DAYS_SQL, params))}
+                   for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, params)}
     measure = _Measure(figures, device_days, config)
     segments = [measure.segment(row) for row in figures.segments()]
     release_wide = {"quality_loss": measure.release_quality()} if segments else {}

@@ -22,12 +22,14 @@ from pipeline import sketch, sqlfiles, stats
 from pipeline.config import Config
 from pipeline.engine import SKETCH, engine_name, quantile_estimator
 from pipeline.errors import UsageError
+from pipeline.registry import GATES
 
-__all__ = ["SKETCH", "HISTOGRAMS_SQL", "engine_name", "estimator", "segment_quantiles", "window_end"]
+__all__ = ["SKETCH", "QUANTILES_SQL", "HISTOGRAMS_SQL", "engine_name", "estimator", "segment_quantiles", "window_end"]
+QUANTILES_SQL = "gate/segment_quantiles"
 HISTOGRAMS_SQL = "gate/segment_histograms"
 
-FIGURES = ("peak", "resident", "total", "cold", "rise")  # the gate's figure names (registry.GATES .figure)
-P95 = 0.95
+FIGURES = tuple(g.figure for g in GATES if g.kind == "p95_budget")  # the SQL figures the p95 budgets read
+P95 = 0.95  # the quantile every budget is on: p95 <= budget <=> share of values above it <= 5 %
 _KEY = ("side", "task", "device_tier", "network_bucket", "level")
 
 
@@ -42,20 +44,15 @@ def window_end(as_of: datetime, estimator_name: str) -> datetime:
     return as_of
 
 
-def _dicts(cur: Any) -> list[dict[str, Any]]:
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
 def segment_quantiles(engine: Any, params: dict[str, Any], config: Config) -> list[dict]:
     """The quantile rows the gate reads, from the estimator the config picks for this engine: per figure its
     p95 (`<figure>_p95`, as quantile_cont) and its order statistics over stats.QUANTILE_GRID (`<figure>_grid`,
     as quantile_disc)."""
     if estimator(engine, config) != SKETCH:
-        return _dicts(sqlfiles.run(engine, "gate/segment_quantiles", {**params, "fractions": stats.QUANTILE_GRID}))
+        return sqlfiles.dicts(engine, QUANTILES_SQL, {**params, "fractions": stats.QUANTILE_GRID})
     require_fresh_rollup(engine, config)
     groups: dict[tuple, dict[str, tuple[list[int], list[int]]]] = {}
-    for row in _dicts(sqlfiles.run(engine, HISTOGRAMS_SQL, params)):
+    for row in sqlfiles.dicts(engine, HISTOGRAMS_SQL, params):
         key = tuple(row[k] for k in _KEY)
         buckets, counts = groups.setdefault(key, {}).setdefault(row["figure"], ([], []))
         buckets.append(row["bin"])

@@ -122,17 +122,12 @@ def write_index(folder: Path, results: list[GateResult]) -> Path:
 # ------------------------------------------------------------------ data
 
 
-def _rows(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
 def _chart_data(con: duckdb.DuckDBPyConnection, result: GateResult) -> dict[str, Any]:
     window = {"release": result.release, "window_start": result.window_start, "window_end": result.as_of}
     return {
-        "latency": _rows(sqlfiles.run(con, "report/latency", window)),
-        "temperature": _rows(sqlfiles.run(con, "report/temperature", {**window, "points": TEMPERATURE_POINTS})),
-        "daily": _rows(sqlfiles.run(con, "report/daily_rates", window)),
+        "latency": sqlfiles.dicts(con, "report/latency", window),
+        "temperature": sqlfiles.dicts(con, "report/temperature", {**window, "points": TEMPERATURE_POINTS}),
+        "daily": sqlfiles.dicts(con, "report/daily_rates", window),
         "quarantined": sqlfiles.run(con, "report/quarantined", {"release": result.release}).fetchone()[0],
     }
 

@@ -115,6 +115,13 @@ def run(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, An
     return con.execute(sf.text, params or {}) if params else con.execute(sf.text)
 
 
+def dicts(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None) -> list[dict]:
+    """One sql/ file's rows as dicts by column name, on DuckDB or on an engine of pipeline/engine.py."""
+    cur = run(con, relname, params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
 def arrow(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None) -> Any:
     """One sql/ file's rows as an Arrow table, on DuckDB or on an engine of pipeline/engine.py."""
     runner = getattr(con, "arrow_sql_file", None)

@@ -415,11 +415,16 @@ def grid_value(grid_values: Sequence[float], fraction: float) -> float:
 # ------------------------------------------------------------------ multiplicity
 
 
+def _finite_ascending(p_values: dict[Hashable, float]) -> list[tuple[Hashable, float]]:
+    """The (key, p) with a finite p, smallest first: NaN (a test that could not be computed) takes no part."""
+    return sorted(((k, p) for k, p in p_values.items() if isinstance(p, float | int) and math.isfinite(p)),
+                  key=lambda kv: kv[1])
+
+
 def holm(p_values: dict[Hashable, float], alpha: float) -> set[Hashable]:
     """Keys whose null hypothesis Holm's procedure rejects at family-wise level alpha.
     NaN (a test that could not be computed) is never rejected and does not count in m."""
-    ordered = sorted(((k, p) for k, p in p_values.items() if isinstance(p, float | int) and math.isfinite(p)),
-                     key=lambda kv: kv[1])
+    ordered = _finite_ascending(p_values)
     rejected: set[Hashable] = set()
     m = len(ordered)
     for i, (key, p) in enumerate(ordered):
@@ -431,8 +436,7 @@ def holm(p_values: dict[Hashable, float], alpha: float) -> set[Hashable]:
 
 def holm_levels(p_values: dict[Hashable, float], alpha: float) -> dict[Hashable, float]:
     """The level Holm compared each finite p-value with (alpha / (m - i) at its rank)."""
-    ordered = sorted(((k, p) for k, p in p_values.items() if isinstance(p, float | int) and math.isfinite(p)),
-                     key=lambda kv: kv[1])
+    ordered = _finite_ascending(p_values)
     return {key: alpha / (len(ordered) - i) for i, (key, _) in enumerate(ordered)}
 
 
