@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.errors import StatementTimeout, UsageError
+from pipeline.errors import StatementTimeout, UsageError, first_line
 
 TIMEOUT_ENV = "PIPELINE_SQL_TIMEOUT"
 DEFAULT_TIMEOUT_S = 5.0
@@ -53,7 +53,7 @@ def check_read_statement(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
-        raise UsageError(f"not valid SQL: {str(exc).splitlines()[0]}") from None
+        raise UsageError(f"not valid SQL: {first_line(exc)}") from None
     if len(statements) != 1:
         raise UsageError(f"give exactly one statement, got {len(statements)}; allowed: {READ_FORMS}")
     statement = statements[0]

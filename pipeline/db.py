@@ -16,15 +16,18 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
 from pipeline import clock, sqlfiles
-from pipeline.errors import DatabaseBusy, DatabaseError, UsageError
+from pipeline.errors import DatabaseBusy, DatabaseError, UsageError, first_line
 from pipeline.schema import Schema, load_schema
+
+T = TypeVar("T")
 
 DEFAULT_DB = "telemetry.duckdb"
 # How long a connection waits for another process's brief hold on the file:
@@ -102,34 +105,44 @@ def _holder_from_duckdb(message: str) -> str:
     return f"PID {match.group(1)}" if match else "another process"
 
 
-def _open(path: Path, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
+def _opening(path: Path, open_: Callable[[], T]) -> T:
+    """`open_()` (a connect or an ATTACH of `path`), DuckDB's errors as one line naming the database; a
+    file another process holds is DatabaseBusy."""
     try:
-        return duckdb.connect(str(path), read_only=read_only, config=config or {})
+        return open_()
     except duckdb.IOException as exc:
         if "lock" in str(exc).lower():
             raise DatabaseBusy(
                 f"database {path} is held by another writer ({_holder_from_duckdb(str(exc))}); "
                 "try again when it finishes"
             ) from None
-        raise DatabaseError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
+        raise DatabaseError(f"cannot open database {path}: {first_line(exc)}") from None
     except duckdb.Error as exc:
-        raise DatabaseError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
+        raise DatabaseError(f"cannot open database {path}: {first_line(exc)}") from None
 
 
-def _open_waiting(path: Path, read_only: bool, config: dict | None,
-                  wait: float | None) -> duckdb.DuckDBPyConnection:
+def _open(path: Path, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
+    return _opening(path, lambda: duckdb.connect(str(path), read_only=read_only, config=config or {}))
+
+
+def _waiting(open_: Callable[[], T], wait: float | None) -> T:
     """Readers and the writer each hold the file briefly, so a busy file is retried for up to `wait` s."""
     wait = busy_timeout() if wait is None else wait
     deadline = time.monotonic() + wait
     while True:
         try:
-            return _open(path, read_only=read_only, config=config)
+            return open_()
         except DatabaseBusy as exc:
             if time.monotonic() >= deadline:
                 raise DatabaseBusy(f"{str(exc).removesuffix('; try again when it finishes')}; waited {wait:g} s; "
                                    f"try again when it finishes, or wait longer with --busy-timeout SECONDS "
                                    f"(or {BUSY_TIMEOUT_ENV})") from None
             time.sleep(0.05)
+
+
+def _open_waiting(path: Path, read_only: bool, config: dict | None,
+                  wait: float | None) -> duckdb.DuckDBPyConnection:
+    return _waiting(lambda: _open(path, read_only, config), wait)
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -173,22 +186,7 @@ def attached(con: duckdb.DuckDBPyConnection, path: Path, wait: float | None = No
     on leaving, which frees the file for readers. Waits for another process's brief hold like
     connect_write. Callers hold writer_lock."""
     require_folder(path)
-    wait = busy_timeout() if wait is None else wait
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            con.execute(f"ATTACH $path AS {WAREHOUSE}", {"path": str(path)})
-            break
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
-                raise DatabaseError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
-            if time.monotonic() >= deadline:
-                raise DatabaseBusy(f"database {path} is held by another writer ({_holder_from_duckdb(str(exc))}); "
-                                   f"waited {wait:g} s; try again when it finishes, or wait longer with "
-                                   f"--busy-timeout SECONDS (or {BUSY_TIMEOUT_ENV})") from None
-            time.sleep(0.05)
-        except duckdb.Error as exc:
-            raise DatabaseError(f"cannot open database {path}: {str(exc).splitlines()[0]}") from None
+    _waiting(lambda: _opening(path, lambda: con.execute(f"ATTACH $path AS {WAREHOUSE}", {"path": str(path)})), wait)
     home = con.execute("SELECT current_database()").fetchone()[0]
     try:
         con.execute(f"USE {WAREHOUSE}")
@@ -210,7 +208,7 @@ _ERROR_PREFIX = re.compile(r"^(?:[A-Z][A-Za-z]* )*Error: ")
 
 def error_text(exc: duckdb.Error) -> str:
     """DuckDB's message without its "Invalid Input Error: "-style prefix, first line only."""
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = first_line(exc)
     while _ERROR_PREFIX.match(text):
         text = _ERROR_PREFIX.sub("", text, count=1)
     return text

@@ -51,6 +51,11 @@ class TransientError(Exception):
     pass
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's message as one line: its first line, else the exception's type name."""
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def yaml_problem(exc: Exception) -> str:
     """A YAML syntax error (yaml.MarkedYAMLError) as one line with its line and column, counted from 1."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)

@@ -251,6 +251,23 @@ def decided_file(path: Path, entry: tuple) -> FileResult:
     return FileResult(str(path), "skipped", reason=f"already ingested as {where} at {at}")
 
 
+def demote(by_file_id: dict[int, FileResult], demoted: Iterable[tuple[int, int]]) -> None:
+    """(file_id, rows): rows of a file stored earlier in this run that a later copy replaced count as its
+    duplicates from now on (files of earlier runs keep their stored counts, which the SQL updated)."""
+    for file_id, n in demoted:
+        if file_id in by_file_id:
+            by_file_id[file_id].accepted -= n
+            by_file_id[file_id].duplicates += n
+
+
+def _reject(batch: _Batch, index: int, checked: reading.Checked, reason: str, known: dict[str, tuple]) -> None:
+    """A file of this run rejected whole: its manifest row to store, and its sha256 remembered with the
+    verdict, so a copy later in the run is rejected again with it."""
+    known[checked.sha] = ("rejected", str(checked.path), "this run", reason, checked.rows)
+    result = FileResult(str(checked.path), "rejected", rows_read=checked.rows, reason=reason)
+    batch.jobs.append(_StoreJob(index, result, checked.size, checked.sha))
+
+
 class Ingestor:
     """One ingest run.
 
@@ -314,11 +331,9 @@ class Ingestor:
         batch_rows = next(sizes)
         for index, checked in enumerate(checks):
             if checked.sha in known:
-                batch.decided.append((index, self._decided(checked, known[checked.sha])))
+                batch.decided.append((index, decided_file(checked.path, known[checked.sha])))
             elif checked.reason is not None:
-                result = FileResult(str(checked.path), "rejected", rows_read=checked.rows, reason=checked.reason)
-                known[checked.sha] = ("rejected", str(checked.path), "this run", checked.reason, checked.rows)
-                batch.jobs.append(_StoreJob(index, result, checked.size, checked.sha))
+                _reject(batch, index, checked, checked.reason, known)
             else:
                 _start_loading_gx()
                 known[checked.sha] = ("loaded", str(checked.path), "this run", None, checked.rows)
@@ -329,15 +344,11 @@ class Ingestor:
         if pending or batch.jobs or batch.decided:
             yield self._staged(con, batch, pending, known)
 
-    @staticmethod
-    def _decided(checked: reading.Checked, entry: tuple) -> FileResult:
-        return decided_file(checked.path, entry)
-
     def _staged(self, con: duckdb.DuckDBPyConnection, batch: _Batch, pending: list[tuple[int, reading.Checked]],
                 known: dict[str, tuple]) -> _Batch:
         staged = self._stage(con, batch, pending, known) if pending else []
         if staged:
-            self._validate(con, batch, staged)
+            self._validate(con, batch, staged, known)
         self._stored.acquire()  # the batch before this one is stored: its staged rows may go
         if self._stop.is_set():
             raise stopping.Interrupted("stopped by a signal at a safe point")
@@ -363,10 +374,7 @@ class Ingestor:
             except _NOT_THE_FILE:
                 raise
             except duckdb.Error as exc:
-                reason = reading.staging_error(checked.path, exc)
-                known[checked.sha] = ("rejected", str(checked.path), "this run", reason, checked.rows)
-                batch.jobs.append(_StoreJob(index, FileResult(str(checked.path), "rejected", rows_read=checked.rows,
-                                                              reason=reason), checked.size, checked.sha))
+                _reject(batch, index, checked, reading.staging_error(checked.path, exc), known)
                 continue
             staged.append((index, checked, first))
             first += checked.rows
@@ -382,7 +390,7 @@ class Ingestor:
             con.execute(f"INSERT INTO {STAGE}.batch BY NAME {selects}", params)
 
     def _validate(self, con: duckdb.DuckDBPyConnection, batch: _Batch,
-                  staged: list[tuple[int, reading.Checked, int]]) -> None:
+                  staged: list[tuple[int, reading.Checked, int]], known: dict[str, tuple]) -> None:
         """Great Expectations' findings on stage.batch, as a store job per file."""
         sizes = [c.rows for _, c, _ in staged]
         validator = validator_for(self.schema)
@@ -399,8 +407,7 @@ class Ingestor:
                     found.append(f"validator error: {exc}")
         for (index, checked, first), v in zip(staged, found, strict=True):
             if isinstance(v, str):
-                result = FileResult(str(checked.path), "rejected", rows_read=checked.rows, reason=v)
-                batch.jobs.append(_StoreJob(index, result, checked.size, checked.sha))
+                _reject(batch, index, checked, v, known)
                 continue
             result = FileResult(str(checked.path), "loaded", rows_read=checked.rows, extra_columns=checked.extra,
                                 missing_columns=checked.missing)
@@ -429,6 +436,7 @@ class Ingestor:
                 self._results[job.index] = job.result
             if batch.failures is not None:
                 con.unregister("batch_failures")
+
     def _store(self, con: Any, job: _StoreJob) -> None:
         """One file: its manifest row and its rows in one transaction."""
         result = job.result
@@ -443,10 +451,7 @@ class Ingestor:
             if job.validation is not None:
                 demoted = self._load_rows(con, file_id, result, job)
         self._by_file_id[file_id] = result
-        for other, n in demoted:  # a row of a file stored earlier in this run was replaced
-            if other in self._by_file_id:
-                self._by_file_id[other].accepted -= n
-                self._by_file_id[other].duplicates += n
+        demote(self._by_file_id, demoted)
 
     def _load_rows(self, con: Any, file_id: int, result: FileResult, job: _StoreJob) -> list[tuple[int, int]]:
         """Quarantine, then the valid rows deduplicated (rank_copies.sql says which copy wins);

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.db import error_text
+from pipeline.errors import first_line
 from pipeline.parquet_pages import pages_ok
 from pipeline.rule_results import INDEX, STAGE
 from pipeline.schema import Column, Schema
@@ -86,7 +87,7 @@ def _not_parquet(path: Path) -> str | None:
 
 def unreadable(path: Path, exc: Exception) -> str:
     """The rejection reason of a file pyarrow cannot read."""
-    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    message = first_line(exc)
     return _not_parquet(path) or f"not a readable Parquet file: {message}"
 
 
@@ -99,6 +100,12 @@ _DUCKDB_DECODES = frozenset({"UNCOMPRESSED", "SNAPPY", "ZSTD"})
 def _decoded_by_duckdb(metadata: pq.FileMetaData) -> bool:
     return all(metadata.row_group(rg).column(c).compression in _DUCKDB_DECODES
                for rg in range(metadata.num_row_groups) for c in range(metadata.num_columns))
+
+
+def _decode_all(pf: pq.ParquetFile) -> None:
+    """Decode every page (streamed, no rows kept): raises on damage a decoder finds."""
+    for _ in pf.iter_batches(batch_size=_READ_ROWS):
+        pass
 
 
 def cast_macro(src: pa.DataType, col: Column) -> str:
@@ -133,8 +140,7 @@ def check(path: Path, schema: Schema, decided: set[str] | frozenset[str] = froze
     try:  # a page written with a CRC is checked against it: a flipped bit must not load a wrong value
         pf = pq.ParquetFile(path, page_checksum_verification=True)
         if not (_decoded_by_duckdb(pf.metadata) and pages_ok(str(path), pf.metadata)):
-            for _ in pf.iter_batches(batch_size=_READ_ROWS):
-                pass
+            _decode_all(pf)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
         return Checked(path, sha, size, rows=footer_rows(path), reason=unreadable(path, exc))
     rows, fields = pf.metadata.num_rows, list(pf.schema_arrow)
@@ -185,8 +191,7 @@ def staging_error(path: Path, exc: duckdb.Error) -> str:
     if text.startswith("column '") and " cannot be cast to " in text:
         return text
     try:
-        for _ in pq.ParquetFile(path).iter_batches(batch_size=_READ_ROWS):
-            pass
+        _decode_all(pq.ParquetFile(path))
     except Exception as arrow_exc:  # pyarrow raises ArrowInvalid, OSError and friends
         return unreadable(path, arrow_exc)
     return f"not a readable Parquet file: {text}"

@@ -41,7 +41,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, first_line
 from pipeline.rule_results import INDEX, STAGE, RuleResult, Validation, ValidatorError
 from pipeline.schema import Rule, Schema
 
@@ -201,26 +201,36 @@ def _findings(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, row
     return validation
 
 
-def _new_suite(schema: Schema, now: datetime) -> Any:
-    return gx.ExpectationSuite(name=f"telemetry_event_v{schema.version}",
-                               expectations=[_expectation(r, now) for r in schema.rules])
+class _SuiteValidator:
+    """What both validators hold: one ephemeral GX context (progress bars off), the suite per ingestion
+    time, and whether the self-test has run."""
+
+    def __init__(self, schema: Schema):
+        self.schema = schema
+        self.rules = {r.name: r for r in schema.rules}
+        self.context = gx.get_context(mode="ephemeral")
+        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        self._suites: dict[datetime, Any] = {}
+        self._tested = False
+
+    def suite(self, now: datetime) -> Any:
+        """The whole suite; `now` is the ingestion time the event_time rule is bound to."""
+        if now not in self._suites:
+            self._suites[now] = gx.ExpectationSuite(name=f"telemetry_event_v{self.schema.version}",
+                                                    expectations=[_expectation(r, now) for r in self.schema.rules])
+        return self._suites[now]
 
 
-class Validator:
+class Validator(_SuiteValidator):
     """One GX context, reused for every batch a process validates, bound to one DuckDB
     connection at a time (`bind`). `connection_wrapper` is swappable for the self-test's test."""
 
     def __init__(self, schema: Schema,
                  connection_wrapper: Callable[[Callable[[], duckdb.DuckDBPyConnection]], Any] = FreshCursorConnection):
-        self.schema = schema
-        self.rules = {r.name: r for r in schema.rules}
-        self.context = gx.get_context(mode="ephemeral")
-        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        super().__init__(schema)
         self._wrap = connection_wrapper
         self._con: duckdb.DuckDBPyConnection | None = None
         self._definitions: dict[str, Any] = {}
-        self._suites: dict[datetime, Any] = {}
-        self._tested = False
 
     def bind(self, con: duckdb.DuckDBPyConnection) -> None:
         """Validate on `con` from now on; it has the `stage` database attached. The first bind
@@ -242,12 +252,6 @@ class Validator:
         if self._con is None:
             raise RuntimeError("Validator used before bind()")
         return self._con
-
-    def suite(self, now: datetime) -> Any:
-        """The whole suite; `now` is the ingestion time the event_time rule is bound to."""
-        if now not in self._suites:
-            self._suites[now] = _new_suite(self.schema, now)
-        return self._suites[now]
 
     def validate(self, table: str, now: datetime, rows: int) -> Validation:
         """GX's findings on `stage.<table>` of `rows` rows. Raises ValidatorError naming the rule GX
@@ -281,7 +285,7 @@ def _self_test_finding(run: Callable[[Any, dict[str, Rule], datetime], Validatio
     try:
         found = run(suite, rules, now)
     except Exception as exc:  # any failure here is the same finding: the GX path is broken
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return first_line(exc)
     for rule, ids in _SELFTEST_RULES:
         got = found.failing_rows.get(rule.name, np.array([], np.int64)).tolist()
         if got != ids:
@@ -289,26 +293,16 @@ def _self_test_finding(run: Callable[[Any, dict[str, Rule], datetime], Validatio
     return None
 
 
-class SparkValidator:
+class SparkValidator(_SuiteValidator):
     """The same suite on a Spark DataFrame (the Spark engine's ingest), through GX's Spark data source. The
     rows carry INDEX (`_id`, a row key: event_id can be null or repeated); the future-event rule's bound is a
     datetime, compared as a UTC wall time (the session's timestampType is TIMESTAMP_NTZ). The first validation
     runs the self-test on a six-row DataFrame of the session."""
 
     def __init__(self, schema: Schema):
-        self.schema = schema
-        self.rules = {r.name: r for r in schema.rules}
-        self.context = gx.get_context(mode="ephemeral")
-        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        super().__init__(schema)
         asset = self.context.data_sources.add_spark("spark").add_dataframe_asset("rows")
         self._definition = asset.add_batch_definition_whole_dataframe("rows")
-        self._suites: dict[datetime, Any] = {}
-        self._tested = False
-
-    def suite(self, now: datetime) -> Any:
-        if now not in self._suites:
-            self._suites[now] = _new_suite(self.schema, now)
-        return self._suites[now]
 
     def _batch(self, df: Any) -> Any:
         return self._definition.get_batch(batch_parameters={"dataframe": df})

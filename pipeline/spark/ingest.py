@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import clock, db, sqlfiles, stopping
-from pipeline.ingest import FileResult, Progress, decided_file
+from pipeline.ingest import FileResult, Progress, decided_file, demote
 from pipeline.landing import discover
 from pipeline.rule_results import INDEX, STAGE, RuleResult, Validation, ValidatorError
 from pipeline.schema import Schema, load_schema
@@ -43,8 +43,10 @@ from pipeline.spark.storage import new_batch_id
 
 FILE_BITS = 32  # _id = file index in the batch << 32 | row in the file
 DEFAULT_BATCH_FILES = 256  # files read and validated per Spark batch
-_STATUS_SCHEMA = ("_file INT, sha STRING, size BIGINT, outcome STRING, reason STRING, rows BIGINT, "
-                  "extra ARRAY<STRING>, missing ARRAY<STRING>")
+# one row per file read by a task (`_status`)
+_STATUS = pa.schema([("_file", pa.int32()), ("sha", pa.string()), ("size", pa.int64()), ("outcome", pa.string()),
+                     ("reason", pa.string()), ("rows", pa.int64()), ("extra", pa.list_(pa.string())),
+                     ("missing", pa.list_(pa.string()))])
 _validators: dict[Schema, Any] = {}
 
 
@@ -98,10 +100,7 @@ def read_files(batches_in: Iterator[pa.RecordBatch], known: frozenset[str], cast
                 pq.write_table(table, f"{base}/{i:08d}.parquet", filesystem=fs)
                 out.append(_status(i, checked.sha, checked.size, "read", rows=checked.rows, extra=checked.extra,
                                    missing=checked.missing))
-            yield pa.RecordBatch.from_pylist(out, schema=pa.schema([
-                ("_file", pa.int32()), ("sha", pa.string()), ("size", pa.int64()), ("outcome", pa.string()),
-                ("reason", pa.string()), ("rows", pa.int64()), ("extra", pa.list_(pa.string())),
-                ("missing", pa.list_(pa.string()))]))
+            yield pa.RecordBatch.from_pylist(out, schema=_STATUS)
     finally:
         con.close()
 
@@ -224,13 +223,12 @@ class SparkIngestor:
         self.engine.refresh()
         for r in reads.values():
             self._by_file_id[r.file_id] = results[r.index]
-        for file_id, n in stored.demoted.items():  # a row of a file stored earlier in this run was replaced
-            if file_id in self._by_file_id:
-                self._by_file_id[file_id].accepted -= n
-                self._by_file_id[file_id].duplicates += n
+        demote(self._by_file_id, stored.demoted.items())
         return [results[i] for i in sorted(results)]
 
     def _read(self, files: list[Path], known: dict[str, tuple], cast_dir: str) -> list[dict[str, Any]]:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
         from pipeline.schema import SCHEMA_PATH
 
         # absolute: the tasks may run elsewhere (a Spark Connect server, executors) with another working folder
@@ -242,7 +240,7 @@ class SparkIngestor:
         def task(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             return read_files(it, known_shas, cast_dir, schema_path)
 
-        rows = listing.repartition(len(files)).mapInArrow(task, _STATUS_SCHEMA).collect()
+        rows = listing.repartition(len(files)).mapInArrow(task, from_arrow_schema(_STATUS)).collect()
         return sorted((r.asDict() for r in rows), key=lambda s: s["_file"])
 
     def _rows(self, cast_dir: str, files: list[int]) -> Any:
@@ -340,7 +338,7 @@ class SparkIngestor:
                 kept.unionByName(winners.join(parts, ["release", "date"], "left_semi")).write.partitionBy(
                     "release", "date").mode("overwrite").parquet(self.warehouse.staged(batch, "events", "replace").path)
                 out.clear = {"events": replaced}
-            out.days = {(r, d) for r, d in new_days | replaced}
+            out.days = new_days | replaced
         finally:
             ranked.unpersist()
         return out

@@ -37,11 +37,11 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from pipeline.errors import UsageError
+from pipeline.errors import UsageError, first_line
 
-TABLES = ("events", "quarantine", "rollup_daily", "rollup_hist")
 PARTITIONS = {"events": ("release", "date"), "quarantine": ("date",),
               "rollup_daily": ("release", "date"), "rollup_hist": ("release", "date")}
+TABLES = tuple(PARTITIONS)
 STAGING = "_staging"
 
 
@@ -77,7 +77,7 @@ class Warehouse:
                 self.fs, self.base = pafs.FileSystem.from_uri(fs_uri)
             except Exception as exc:  # pyarrow: ArrowInvalid for an unknown scheme, OSError for a missing library
                 raise UsageError(f"--warehouse {self.root}: not a location pyarrow can reach "
-                                 f"({str(exc).splitlines()[0]}); use a folder, hdfs://, s3a:// or gs://") from None
+                                 f"({first_line(exc)}); use a folder, hdfs://, s3a:// or gs://") from None
             self.uri = self.root
 
     def __str__(self) -> str:
