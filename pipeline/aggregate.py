@@ -76,6 +76,27 @@ def use_settings(con: duckdb.DuckDBPyConnection, config: Config) -> None:
     con.execute("SET VARIABLE daily_edge_seconds_cap = $v", {"v": n.daily_edge_seconds_cap})
 
 
+def network_params(config: Config) -> dict[str, Any]:
+    """The thresholds the derived fields read (sql/views/settings_bound.sql, rollups/settings.sql)."""
+    n = config.network
+    return {"weak_rtt_ms": n.weak_rtt_ms, "weak_network_types": list(n.weak_network_types),
+            "daily_edge_seconds_cap": n.daily_edge_seconds_cap}
+
+
+def save_settings(con: duckdb.DuckDBPyConnection, config: Config, digest: str, now: datetime) -> None:
+    """The settings the rollup is built with, stored beside it (both engines: the DuckDB file keeps them)."""
+    con.execute("DELETE FROM pipeline_settings")
+    sqlfiles.run(con, "rollups/settings", {**network_params(config), "digest": digest, "updated_at": now})
+
+
+def save_state(con: duckdb.DuckDBPyConnection, digest: str, now: datetime) -> None:
+    """The rollup is current: every file loaded so far is folded in, with the settings of `digest`."""
+    con.execute("DELETE FROM rollup_stale_days")
+    last = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
+    con.execute("DELETE FROM rollup_state")
+    sqlfiles.run(con, "rollups/set_state", {"last_file_id": last, "settings_digest": digest, "refreshed_at": now})
+
+
 def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | None = None) -> RefreshResult:
     now = clock.now(now)
     digest = settings_digest(config)
@@ -84,13 +105,9 @@ def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | N
         state = sqlfiles.run(con, "rollups/state").fetchone()
         full = full or state is None or state[1] != digest
         after = 0 if full else state[0]
-        n = config.network
         con.begin()
         try:
-            con.execute("DELETE FROM pipeline_settings")
-            sqlfiles.run(con, "rollups/settings", {
-                "weak_rtt_ms": n.weak_rtt_ms, "weak_network_types": list(n.weak_network_types),
-                "daily_edge_seconds_cap": n.daily_edge_seconds_cap, "digest": digest, "updated_at": now})
+            save_settings(con, config, digest, now)
             if full:
                 con.execute("DELETE FROM rollup_daily")
                 con.execute("DELETE FROM rollup_hist")
@@ -106,11 +123,7 @@ def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | N
                 groups += sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
                 if error is not None:  # the sketch's daily partials (pipeline/sketch.py)
                     sqlfiles.run(con, "rollups/insert_hist_days", {"log_gamma": sketch.log_gamma(error)})
-            con.execute("DELETE FROM rollup_stale_days")
-            last = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
-            con.execute("DELETE FROM rollup_state")
-            sqlfiles.run(con, "rollups/set_state", {"last_file_id": last, "settings_digest": digest,
-                                                    "refreshed_at": now})
+            save_state(con, digest, now)
             con.commit()
         except BaseException:
             con.rollback()

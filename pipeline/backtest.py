@@ -61,7 +61,7 @@ def _adoption_loss(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table:
     edge = np.asarray(pc.not_equal(t["route"], "cloud"))
     adopted = np.asarray(pc.equal(t["outcome"], "adopted"))
     lose = edge & adopted & (rng.random(t.num_rows) < x)
-    return _set_outcome(t, lose, "abandoned")
+    return _set_where(t, "outcome", lose, "abandoned")
 
 
 def _fallback_spike(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table:
@@ -71,13 +71,13 @@ def _fallback_spike(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table
     share = fallback[edge].mean() if edge.any() else 0.0
     p = min(1.0, x / max(1e-9, 1 - share))  # +x of all edge rows, taken from those not already falling back
     spike = edge & ~fallback & (rng.random(t.num_rows) < p)
-    return _set_outcome(t, spike, USER_FALLBACK)
+    return _set_where(t, "outcome", spike, USER_FALLBACK)
 
 
-def _set_outcome(t: pa.Table, mask: np.ndarray, outcome: str) -> pa.Table:
-    col = t["outcome"].combine_chunks()
-    new = pc.if_else(pa.array(mask), pa.scalar(outcome), col)
-    return t.set_column(t.schema.get_field_index("outcome"), "outcome", new)
+def _set_where(t: pa.Table, column: str, mask: np.ndarray, value: str) -> pa.Table:
+    """`column` set to `value` on the rows of `mask`."""
+    new = pc.if_else(pa.array(mask), pa.scalar(value), t[column].combine_chunks())
+    return t.set_column(t.schema.get_field_index(column), column, new)
 
 
 INJECTIONS: dict[str, tuple[str, str, Callable[[pa.Table, np.random.Generator, float], pa.Table], str]] = {
@@ -152,8 +152,7 @@ class BacktestResult:
         return {"schema_version": SCHEMA_VERSION, "release": self.release,
                 "looks": [(self.first_night + timedelta(days=k)).strftime("%Y-%m-%d") for k in range(self.nights)],
                 "runs": self.runs, "seed": self.seed, "segment_rows": self.segment_rows,
-                "statistics": {"method": c.statistics.method, "alpha": round(1 - c.statistics.confidence, 6)},
-                "policy": dataclasses.asdict(c.rollout), "config": {"path": c.source, "digest": c.digest},
+                **_settings(c),
                 "variants": [v.to_dict(c.statistics.confidence) for v in self.variants]}
 
     def __str__(self) -> str:
@@ -161,9 +160,7 @@ class BacktestResult:
         conf = c.statistics.confidence
         last = self.first_night + timedelta(days=self.nights - 1)
         lines = [f"backtest {self.release}: {self.runs} runs x {self.nights} nightly looks "
-                 f"({self.first_night:%Y-%m-%d} .. {last:%Y-%m-%d}), seed {self.seed}; statistics "
-                 f"{c.statistics.method}, alpha {1 - conf:g} per evaluation; rollout: roll back at "
-                 f"{c.rollout.fail_looks} failing of the last {c.rollout.window_looks} looks",
+                 f"({self.first_night:%Y-%m-%d} .. {last:%Y-%m-%d}), seed {self.seed}; {_settings_line(c)}",
                  "", f"{'variant':<52} {'rolled back / caught':>22} {'95% interval':>15} {'first night':>11} "
                      f"{'segments':>9} {'seg rows':>9}"]
         for v in self.variants:
@@ -183,6 +180,17 @@ class BacktestResult:
                   "segments: share of judged segments failing the injected gate on the last night; seg rows: median "
                   "edge rows per segment then."]
         return "\n".join(lines)
+
+
+def _settings(c: Config) -> dict[str, Any]:
+    """The statistics, rollout policy and config a backtest ran with (both JSON outputs)."""
+    return {"statistics": {"method": c.statistics.method, "alpha": round(1 - c.statistics.confidence, 6)},
+            "policy": dataclasses.asdict(c.rollout), "config": {"path": c.source, "digest": c.digest}}
+
+
+def _settings_line(c: Config) -> str:
+    return (f"statistics {c.statistics.method}, alpha {1 - c.statistics.confidence:g} per evaluation; rollout: "
+            f"roll back at {c.rollout.fail_looks} failing of the last {c.rollout.window_looks} looks")
 
 
 @dataclass
@@ -222,11 +230,6 @@ def _device_uniforms(table: pa.Table, rng: np.random.Generator, normal: bool = F
     count = len(codes.dictionary)
     draws = rng.standard_normal(count) if normal else rng.random(count)
     return draws[np.asarray(codes.indices)]
-
-
-def _route(table: pa.Table, mask: np.ndarray, route: str) -> pa.Table:
-    new = pc.if_else(pa.array(mask), pa.scalar(route), table["route"].combine_chunks())
-    return table.set_column(table.schema.get_field_index("route"), "route", new)
 
 
 def _comparisons_only(config: Config) -> Config:
@@ -289,12 +292,12 @@ def _budgets(config: Config) -> dict[str, Any]:
 
 def _aa_cloud(t: pa.Table, rng: np.random.Generator) -> pa.Table:
     t = t.filter(pc.equal(t["route"], "cloud"))
-    return _route(t, _device_uniforms(t, rng) < 0.5, "edge")
+    return _set_where(t, "route", _device_uniforms(t, rng) < 0.5, "edge")
 
 
 def _aa_edge(t: pa.Table, rng: np.random.Generator) -> pa.Table:
     t = t.filter(pc.not_equal(t["route"], "cloud"))
-    return _route(t, _device_uniforms(t, rng) < 0.5, "cloud")
+    return _set_where(t, "route", _device_uniforms(t, rng) < 0.5, "cloud")
 
 
 def _count(v: VariantResult, looks: list[NightLook]) -> None:
@@ -449,16 +452,14 @@ class SimulatedResult:
     def to_dict(self) -> dict[str, Any]:
         c = self.config
         return {"schema_version": SCHEMA_VERSION, "simulated": True, "runs": self.runs, "nights": self.nights,
-                "statistics": {"method": c.statistics.method, "alpha": round(1 - c.statistics.confidence, 6)},
-                "policy": dataclasses.asdict(c.rollout), "config": {"path": c.source, "digest": c.digest},
+                **_settings(c),
                 "sweeps": [r.to_dict(c.statistics.confidence) for r in self.results]}
 
     def __str__(self) -> str:
         c = self.config
         conf = c.statistics.confidence
-        lines = [f"simulated releases: {self.runs} seeds each, judged on each of {self.nights} nights; statistics "
-                 f"{c.statistics.method}, alpha {1 - conf:g} per evaluation; rollout: roll back at "
-                 f"{c.rollout.fail_looks} failing of the last {c.rollout.window_looks} looks", "",
+        lines = [f"simulated releases: {self.runs} seeds each, judged on each of {self.nights} nights; "
+                 f"{_settings_line(c)}", "",
                  f"{'release':<56} {'rolled back on some night':>26} {'95% interval':>13} {'first night':>11} "
                  f"{'seg rows':>8}  p95 gate: failing looks (400-700 values)"]
         for r in self.results:

@@ -142,11 +142,25 @@ def _engine_name(args: argparse.Namespace, config: Any) -> str:
 
 
 def _spark(args: argparse.Namespace, config: Any) -> Any:
-    """The Spark engine (pyspark is imported here, and only here, for the commands that take --engine)."""
+    """The Spark engine when the command runs on Spark, else None (pyspark is imported here, and only here,
+    for the commands that take --engine)."""
+    if _engine_name(args, config) != "spark":
+        return None
     from pipeline.spark.engine import open_engine
 
     return open_engine(_db(args), config, master=args.spark_master, remote=args.spark_remote,
                        warehouse=args.warehouse)
+
+
+@contextmanager
+def _telemetry(args: argparse.Namespace, config: Any) -> Iterator[Any]:
+    """Where the command reads events: the Spark engine, or a read-only connection to the DuckDB warehouse."""
+    spark = _spark(args, config)
+    if spark is not None:
+        yield spark
+        return
+    with _warehouse(args, config) as con:
+        yield con
 
 
 def _config_option(p: argparse.ArgumentParser) -> None:
@@ -198,7 +212,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
 
     config = _config(args)  # a bad config fails before any work
-    spark = _spark(args, config) if _engine_name(args, config) == "spark" else None
+    spark = _spark(args, config)
     with writer_lock(_db(args), "ingest"), _announce_new_warehouse(args):
         progress = None if args.json else _ProgressBar()
         if spark is not None:
@@ -258,7 +272,7 @@ def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, s
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
     config = _config(args)
-    spark = _spark(args, config) if _engine_name(args, config) == "spark" else None
+    spark = _spark(args, config)
     result = _refresh_rollup(args, config, full=args.full, spark=spark)
     _show(args, result)
     return EXIT_OK
@@ -398,10 +412,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from pipeline import rollout
     from pipeline.history import default_trigger, record_evaluation
 
-    if _engine_name(args, config) == "spark":  # events and rollups on Spark; rollout state in the DuckDB file
+    spark = _spark(args, config)
+    if spark is not None:  # events and rollups on Spark; rollout state in the DuckDB file
         from pipeline import db
 
-        result = _evaluate(args, config, _spark(args, config))
+        result = _evaluate(args, config, spark)
         with db.reading(_db(args)) as con:
             states = rollout.preview(con, result.to_dict(), config)
     else:
@@ -512,13 +527,9 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     as_of = clock.now(_as_of(args))
-    if _engine_name(args, config) == "spark":  # the release's rows come from Spark; the replay runs in DuckDB
-        result = backtest(_spark(args, config), args.release, config, as_of, nights=args.nights, runs=args.runs,
+    with _telemetry(args, config) as source:  # on Spark, the release's rows come from Spark; the replay runs in DuckDB
+        result = backtest(source, args.release, config, as_of, nights=args.nights, runs=args.runs,
                           segment_rows=args.segment_rows, injections=injections, seed=args.seed)
-    else:
-        with _warehouse(args, config) as con:
-            result = backtest(con, args.release, config, as_of, nights=args.nights, runs=args.runs,
-                              segment_rows=args.segment_rows, injections=injections, seed=args.seed)
     _show(args, result)
     return EXIT_OK
 
@@ -551,11 +562,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from pipeline.terminal import explain_dict, explain_view, terminal_width, wants_colour
 
     config = _config(args)
-    if _engine_name(args, config) == "spark":
-        result = _evaluate(args, config, _spark(args, config))
-    else:
-        with _warehouse(args, config) as con:
-            result = _evaluate(args, config, con)
+    with _telemetry(args, config) as source:
+        result = _evaluate(args, config, source)
     match = [s for s in result.segments if s.key == args.segment]
     if not match:
         known = ", ".join(s.key for s in result.segments) or "none"
@@ -578,12 +586,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     if not args.landing.is_dir():
         raise UsageError(f"--landing {args.landing} is not a folder")
     config = _config(args)
-    spark = None
-    if _engine_name(args, config) == "spark":
-        if args.report_dir:
-            raise UsageError("--report-dir: the HTML report reads events from the DuckDB file and is not built on "
-                             "the Spark engine yet; run the nightly job without it")
-        spark = _spark(args, config)
+    if args.report_dir and _engine_name(args, config) == "spark":
+        raise UsageError("--report-dir: the HTML report reads events from the DuckDB file and is not built on "
+                         "the Spark engine yet; run the nightly job without it")
+    spark = _spark(args, config)
     with _announce_new_warehouse(args):
         run, results = run_nightly(_db(args), args.landing, config, as_of=_as_of(args), engine=spark,
                                    routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
@@ -607,7 +613,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         raise UsageError(f"--landing {args.landing} is not a folder")
     config = _config(args)
     trigger = make_trigger(args.cron, args.interval_seconds, args.timezone)
-    spark = _spark(args, config) if _engine_name(args, config) == "spark" else None  # one session for every run
+    spark = _spark(args, config)  # one session for every run
 
     def job() -> None:
         run, _ = run_nightly(_db(args), args.landing, _config(args), routing_dir=args.routing_dir, kind="scheduled",
@@ -853,7 +859,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--segment-rows", type=int, metavar="N",
                    help="subsample devices to about N edge rows in the median segment on the last night")
     p.add_argument("--inject", action="append", metavar="NAME=SIZE",
-                   help="regressions to inject (default: adoption=0.10 latency=0.25 memory=0.25 fallback=0.10)")
+                   help="regressions to inject (default: adoption=0.10 latency=0.20 memory=0.20 fallback=0.10)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     _engine_options(p)

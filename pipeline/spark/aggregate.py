@@ -14,7 +14,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from pipeline import clock, db, sketch, sqlfiles
-from pipeline.aggregate import RefreshResult, histogram_error, settings_digest
+from pipeline.aggregate import RefreshResult, histogram_error, save_settings, save_state, settings_digest
 from pipeline.config import Config
 from pipeline.spark import batches
 from pipeline.spark.engine import SparkEngine
@@ -61,18 +61,10 @@ def refresh_spark(db_path: Path, engine: SparkEngine, config: Config, full: bool
                  .parquet(warehouse.staged(batch, "rollup_hist", "replace").path))
             for table in ("rollup_daily", "rollup_hist"):
                 clear.setdefault(table, set()).update(days)
-        n = config.network
         try:
             with db.writing(db_path) as con, db.transaction(con):
-                con.execute("DELETE FROM pipeline_settings")
-                sqlfiles.run(con, "rollups/settings", {
-                    "weak_rtt_ms": n.weak_rtt_ms, "weak_network_types": list(n.weak_network_types),
-                    "daily_edge_seconds_cap": n.daily_edge_seconds_cap, "digest": digest, "updated_at": now})
-                con.execute("DELETE FROM rollup_stale_days")
-                last = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
-                con.execute("DELETE FROM rollup_state")
-                sqlfiles.run(con, "rollups/set_state", {"last_file_id": last, "settings_digest": digest,
-                                                        "refreshed_at": now})
+                save_settings(con, config, digest, now)
+                save_state(con, digest, now)
                 batches.commit(con, batch, "rollup", clear, now)
         except BaseException:
             warehouse.discard(batch)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline.aggregate import network_params
 from pipeline.config import Config
 from pipeline.engine import Rows
 from pipeline.errors import EngineError, PipelineError
@@ -68,10 +69,7 @@ class SparkEngine:
                 frame = _scoped(frame, scope)
             # `date` is the storage's partition column only: the SQL reads event_time and day, as on DuckDB
             frame.drop("date").createOrReplaceTempView(name)
-        n = self.config.network
-        self.frame("views/settings_bound", {
-            "weak_rtt_ms": n.weak_rtt_ms, "weak_network_types": list(n.weak_network_types),
-            "daily_edge_seconds_cap": n.daily_edge_seconds_cap}).createOrReplaceTempView("settings_in_effect")
+        self.frame("views/settings_bound", network_params(self.config)).createOrReplaceTempView("settings_in_effect")
         self.spark.sql(dialect.spark_sql("ddl/derived#events_enriched")).createOrReplaceTempView("events_enriched")
         self._scope = scope
 
