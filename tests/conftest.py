@@ -136,3 +136,12 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                           cwd=folder, timeout=600)
     assert done.returncode == 0, done.stderr
     return folder
+
+
+def interval_covers(wide, narrow) -> bool:
+    """The sketch's widened interval holds the exact one (a side with no order statistic is None on both)."""
+    if narrow is None:
+        return wide is None
+    lo_ok = narrow[0] is None or (wide[0] is not None and wide[0] <= narrow[0] + 1e-12)
+    hi_ok = narrow[1] is None or (wide[1] is not None and wide[1] >= narrow[1] - 1e-12)
+    return lo_ok and hi_ok

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import run_cli
+from conftest import interval_covers, run_cli
 
 from pipeline import db, sketch, stats
 from pipeline.aggregate import refresh, use_settings
@@ -37,15 +37,6 @@ def gate(db_path: Path, config, as_of: datetime = AS_OF):
     with db.reading(db_path) as con:
         use_settings(con, config)
         return evaluate_gate(con, "4.12", config, as_of=as_of)
-
-
-def _covers(wide, narrow) -> bool:
-    """The sketch's widened interval holds the exact one (a side with no order statistic is None on both)."""
-    if narrow is None:
-        return wide is None
-    lo_ok = narrow[0] is None or (wide[0] is not None and wide[0] <= narrow[0] + 1e-12)
-    hi_ok = narrow[1] is None or (wide[1] is not None and wide[1] >= narrow[1] - 1e-12)
-    return lo_ok and hi_ok
 
 
 def test_buckets_are_the_sql_buckets_and_every_value_is_within_the_error(db_path):
@@ -112,7 +103,7 @@ def test_gate_on_the_sketch_gives_the_exact_decisions_and_p95s_within_the_error(
             assert a.status == b.status or b.borderline, (s_exact.key, name)
             if a.measured is not None:
                 assert abs(b.measured - a.measured) <= E * abs(a.measured) + 1e-12
-                assert _covers(b.interval, a.interval)
+                assert interval_covers(b.interval, a.interval)
                 assert b.sql == "sql/gate/segment_counts.sql, sql/gate/segment_histograms.sql"
                 compared += 1
     assert compared > 100

@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_cli, valid_table, with_values, write
+from conftest import interval_covers, run_cli, valid_table, with_values, write
 
 from pipeline import cli, db
 from pipeline.aggregate import use_settings
@@ -114,15 +114,6 @@ def _close(a, b, rel: float = 1e-12) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_close(a[k], b[k], rel) for k in a)
     return a == b
-
-
-def _covers(wide, narrow) -> bool:
-    """The sketch's widened interval holds the exact one (a side with no order statistic is None on both)."""
-    if narrow is None:
-        return wide is None
-    lo_ok = narrow[0] is None or (wide[0] is not None and wide[0] <= narrow[0] + 1e-12)
-    hi_ok = narrow[1] is None or (wide[1] is not None and wide[1] >= narrow[1] - 1e-12)
-    return lo_ok and hi_ok
 
 
 def test_nightly_runs_ok_on_both_engines_with_the_same_verdicts(nightlies):
@@ -238,7 +229,7 @@ def test_sketch_p95s_are_within_the_documented_error_of_exact_on_spark(gates):
                 a, b = s_exact.checks[name], s_approx.checks[name]
                 if a.measured is not None:
                     assert abs(b.measured - a.measured) <= E * abs(a.measured) + 1e-12
-                    assert _covers(b.interval, a.interval)
+                    assert interval_covers(b.interval, a.interval)
                     compared += 1
     assert compared > 100
 
