@@ -141,6 +141,7 @@ class _Batch:
     jobs: list[_StoreJob]  # one transaction each: loaded and rejected files
     decided: list[tuple[int, FileResult]]  # files skipped or rejected before: no manifest row
     failures: pa.Table | None = None  # (_id, rule, rule_pos) of the staged rows; None: no rows staged
+    collided_in_run: pa.Table | None = None  # event_ids with another valid copy in this run (collisions_in_run.sql)
 
 
 # Rows of whole files staged and validated together. Great Expectations has a fixed cost per run
@@ -288,15 +289,18 @@ class Ingestor:
         self._results: dict[int, FileResult] = {}
         self._by_file_id: dict[int, FileResult] = {}
         self._collisions = False
+        self._stored_before = 0  # the last file_id of the warehouse when the run began
         self._stop = threading.Event()
         self._stored = threading.Semaphore(1)  # stage.validated may be replaced: its batch is stored
 
     def run(self, files: list[Path], progress: Progress | None = None) -> list[FileResult]:
         with db.writing(self.db_path) as con:
             known = {row[0]: row[1:] for row in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
+            self._stored_before = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
         con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": f"{self.db_path}.tmp"})
         staging = con.cursor()
         con.execute(f"ATTACH ':memory:' AS {STAGE}")
+        con.execute(f"CREATE TABLE {STAGE}.run_keys (key UBIGINT)")
         sqlfiles.run(con, "ingest/cast_macros")
         batches = _Background(lambda: self._batches(staging, files, known), 1, self._stop)
         try:
@@ -349,6 +353,10 @@ class Ingestor:
         staged = self._stage(con, batch, pending, known) if pending else []
         if staged:
             self._validate(con, batch, staged, known)
+            con.register("batch_failures", batch.failures)
+            sqlfiles.run(con, "ingest/collisions_in_run")
+            batch.collided_in_run = con.sql("SELECT event_id FROM batch_collided").to_arrow_table()
+            con.unregister("batch_failures")
         self._stored.acquire()  # the batch before this one is stored: its staged rows may go
         if self._stop.is_set():
             raise stopping.Interrupted("stopped by a signal at a safe point")
@@ -426,7 +434,9 @@ class Ingestor:
         with db.attached(con, self.db_path):
             if batch.failures is not None:
                 con.register("batch_failures", batch.failures)
-                sqlfiles.run(con, "ingest/find_collisions")  # once per batch: one scan of the stored event_ids
+                con.register("batch_collided", batch.collided_in_run)
+                # once per batch: one scan of the event_ids stored before this run
+                sqlfiles.run(con, "ingest/find_collisions", {"stored_before": self._stored_before})
                 self._collisions = con.execute("SELECT count(*) FROM collided").fetchone()[0] > 0
             for job in sorted(batch.jobs, key=lambda j: j.index):
                 stopping.check()  # between files: each one is wholly in or out
@@ -436,6 +446,7 @@ class Ingestor:
                 self._results[job.index] = job.result
             if batch.failures is not None:
                 con.unregister("batch_failures")
+                con.unregister("batch_collided")
 
     def _store(self, con: Any, job: _StoreJob) -> None:
         """One file: its manifest row and its rows in one transaction."""
