@@ -225,8 +225,10 @@ def _content_hash(path: Path, event_id: str) -> str:
         con.close()
 
 
-@pytest.mark.parametrize("one_run", [False, True], ids=["separate_runs", "one_run"])
-def test_the_winning_copy_does_not_depend_on_arrival_order(tmp_path, one_run):
+# one run: both files in one batch, or each in its own (the later batch finds the copy through stage.run_keys)
+@pytest.mark.parametrize(("one_run", "batch_rows"), [(False, "1000000"), (True, "1000000"), (True, "1")],
+                         ids=["separate_runs", "one_run", "one_run_batch_per_file"])
+def test_the_winning_copy_does_not_depend_on_arrival_order(tmp_path, one_run, batch_rows):
     a, b = _copies(tmp_path)
     x_id, y_id = pq.read_table(a)["event_id"][:2].to_pylist()
     y_winner = a if _content_hash(a, y_id) < _content_hash(b, y_id) else b
@@ -238,7 +240,8 @@ def test_the_winning_copy_does_not_depend_on_arrival_order(tmp_path, one_run):
         db_path = tmp_path / f"{order[0].stem}-first.duckdb"
         runs = [order] if one_run else [[order[0]], [order[1]]]
         for paths in runs:
-            proc = run_cli("ingest", "--db", str(db_path), "--json", "--as-of", AS_OF, *map(str, paths))
+            proc = run_cli("ingest", "--db", str(db_path), "--json", "--as-of", AS_OF,
+                           "--validate-batch-rows", batch_rows, *map(str, paths))
             assert proc.returncode == 0, proc.stderr
         if one_run:  # the run's own summary agrees with the manifest
             per_file = {f["path"]: (f["rows_read"], f["accepted"], f["quarantined"], f["duplicates"])
