@@ -19,6 +19,8 @@ the valid copies of an event_id the one with the earliest event_time wins, then
 the smallest content hash (sql/ingest/rank_copies.sql), so the stored rows do
 not depend on the order files arrive in. A later copy that wins replaces the
 stored one; the file that held it counts that row as a duplicate from then on.
+Copies are looked for once per batch: within the run by the staging thread (collisions_in_run.sql), among
+the rows stored before the run by the storing thread (find_collisions.sql).
 
 Three threads share the work, so the files' reading and validation overlap the
 storing (DuckDB stores on about one core):
