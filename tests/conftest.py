@@ -102,6 +102,15 @@ def counts(db_path: Path) -> dict[str, int]:
         con.close()
 
 
+def query(db_path: Path, sql: str) -> list[tuple]:
+    """The rows of `sql` on the warehouse at `db_path`, read-only."""
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
     """The real `pipeline` command in a subprocess (exit codes, signals, locks). CI is unset unless a
     test sets it: the gate records runs under CI=true as trigger "ci", and the tests run inside CI."""

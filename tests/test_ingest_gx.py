@@ -15,7 +15,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import NOW, ROOT, run_cli, valid_table, with_values, write
+from conftest import NOW, ROOT, query, run_cli, valid_table, with_values, write
 
 from pipeline.schema import load_schema
 
@@ -46,13 +46,6 @@ def run_tree(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
                           env=env, timeout=300, cwd=root)
 
-
-def query(db_path: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(db_path), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 # --- the self-test of the GX-on-DuckDB path -------------------------------------------------------

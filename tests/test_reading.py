@@ -6,11 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import NOW, valid_table, write
+from conftest import NOW, query, valid_table, write
 
 from pipeline.ingest import ingest
 from pipeline.parquet_pages import pages_ok
@@ -53,13 +52,6 @@ def test_a_truncated_chunk_is_not_passed(tmp_path):
     assert not pages_ok(str(cut), meta)
 
 
-def stored(db_path: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(db_path), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
 
 def test_a_flipped_bit_in_a_gzip_page_is_caught_without_checksums(tmp_path, db_path):
     # DuckDB's reader loads most such flips; pyarrow's zlib refuses them, so gzip files are decoded by both
@@ -72,7 +64,7 @@ def test_a_flipped_bit_in_a_gzip_page_is_caught_without_checksums(tmp_path, db_p
 
     assert result.files[0].status == "rejected"
     assert result.files[0].reason.startswith("not a readable Parquet file: ")
-    assert stored(db_path, "SELECT count(*) FROM events") == [(0,)]
+    assert query(db_path, "SELECT count(*) FROM events") == [(0,)]
 
 
 def with_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
@@ -99,7 +91,7 @@ def test_values_that_cannot_be_cast_reject_the_file_naming_the_column(tmp_path, 
     assert reasons["inexact.parquet"][0] == "rejected"
     assert reasons["inexact.parquet"][1].startswith(f"column 'total_ms' cannot be cast to float64: {2**60} ")
     assert reasons["whole_floats.parquet"] == ("loaded", None)
-    assert stored(db_path, "SELECT DISTINCT output_tokens FROM events") == [(7,)]
+    assert query(db_path, "SELECT DISTINCT output_tokens FROM events") == [(7,)]
 
 
 def test_nan_zones_nanoseconds_and_dictionaries_follow_the_read_rules(tmp_path, db_path):
@@ -114,7 +106,7 @@ def test_nan_zones_nanoseconds_and_dictionaries_follow_the_read_rules(tmp_path, 
     result = ingest(db_path, [path], now=NOW)
 
     assert result.files[0].status == "loaded", result.files[0].reason
-    rows = stored(db_path, "SELECT battery_pct, event_time, device_tier FROM events ORDER BY event_time")
+    rows = query(db_path, "SELECT battery_pct, event_time, device_tier FROM events ORDER BY event_time")
     assert rows == [  # NaN is null; the instant's UTC wall time, ns truncated to µs; dictionary values decoded
         (50.0, datetime(2026, 11, 30, 12, 0, 0), "mid"),
         (None, datetime(2026, 11, 30, 12, 0, 0, 123456), "low"),
@@ -130,7 +122,7 @@ def test_a_file_named_with_glob_characters_is_read_alone(tmp_path, db_path):
     result = ingest(db_path, [odd], now=NOW)
 
     assert (result.files[0].status, result.files[0].accepted) == ("loaded", 10)
-    assert stored(db_path, "SELECT count(*), min(event_id) FROM events") == [(10, "0065-00000000")]
+    assert query(db_path, "SELECT count(*), min(event_id) FROM events") == [(10, "0065-00000000")]
 
 
 def test_a_release_folder_does_not_replace_the_files_own_release(tmp_path, db_path):
@@ -139,7 +131,7 @@ def test_a_release_folder_does_not_replace_the_files_own_release(tmp_path, db_pa
 
     ingest(db_path, [path], now=NOW)
 
-    assert stored(db_path, "SELECT DISTINCT release FROM events") == [("4.12",)]
+    assert query(db_path, "SELECT DISTINCT release FROM events") == [("4.12",)]
 
 
 def test_a_column_named_like_a_contract_column_in_another_case_is_an_extra_column(tmp_path, db_path):
@@ -152,4 +144,4 @@ def test_a_column_named_like_a_contract_column_in_another_case_is_an_extra_colum
 
     assert (result.files[0].status, result.files[0].accepted, result.files[0].extra_columns) == (
         "loaded", 10, ["Total_MS"])
-    assert stored(db_path, "SELECT min(total_ms) > 0 FROM events") == [(True,)]
+    assert query(db_path, "SELECT min(total_ms) > 0 FROM events") == [(True,)]

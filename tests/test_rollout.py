@@ -13,11 +13,10 @@ import sys
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, query, run_cli
 from test_gate import AS_OF, CONFIG, START, load, scenario
 
 from pipeline import db, pending, rollout
@@ -27,14 +26,6 @@ from pipeline.gate import evaluate_gate
 from pipeline.history import evaluation_row, record_evaluation
 from pipeline.routing import routing_table
 from pipeline.simulate import generate
-
-
-def one(db_path: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(db_path), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def judge(db_path: Path, config, as_of: datetime, trigger: str = "nightly"):
@@ -190,19 +181,19 @@ def test_a_segment_failing_on_alternate_nights_is_rolled_back_once_then_recovers
     # (night 7) recovering, and ok after its third passing look (night 9)
     assert routes == ["cloud"] * 8 + ["edge"] * 2
     assert kinds == ["partial_rollback"] * 8 + ["ok"] * 2
-    alerts = one(db_path, "SELECT payload->>'kind', severity, payload->>'title' FROM alerts "
+    alerts = query(db_path, "SELECT payload->>'kind', severity, payload->>'title' FROM alerts "
                           "WHERE payload->>'repeat' = 'false' ORDER BY created_at")
     assert [(k, sev) for k, sev, _ in alerts] == [("partial_rollback", "critical"), ("resolved", "info")]
     # the unchanged rollback is repeated once a day (repeat_interval_hours: 24), under the same dedup_key
-    repeats = one(db_path, "SELECT count(*), count(DISTINCT payload->>'dedup_key'), count(DISTINCT alert_id) "
+    repeats = query(db_path, "SELECT count(*), count(DISTINCT payload->>'dedup_key'), count(DISTINCT alert_id) "
                            "FROM alerts WHERE payload->>'repeat' = 'true'")
     assert repeats == [(7, 1, 7)]
     assert alerts[0][2].startswith("Release 4.12: partial rollback: ") and alerts[0][2].endswith(" segments to cloud")
     assert alerts[1][2].startswith("Release 4.12: recovered: no segment rolled back any more (")
-    resolved = json.loads(one(db_path, "SELECT payload FROM alerts WHERE payload->>'kind' = 'resolved'")[0][0])
-    first = json.loads(one(db_path, "SELECT payload FROM alerts ORDER BY created_at LIMIT 1")[0][0])
+    resolved = json.loads(query(db_path, "SELECT payload FROM alerts WHERE payload->>'kind' = 'resolved'")[0][0])
+    first = json.loads(query(db_path, "SELECT payload FROM alerts ORDER BY created_at LIMIT 1")[0][0])
     assert resolved["resolves"] == first["dedup_key"]
-    looks_of_low = one(db_path, f"SELECT outcome FROM rollout_looks WHERE segment = '{LOW}' ORDER BY day")
+    looks_of_low = query(db_path, f"SELECT outcome FROM rollout_looks WHERE segment = '{LOW}' ORDER BY day")
     assert "".join(o[0][0].upper() for o in looks_of_low) == FLAP
 
     proc = run_cli("state", "--db", str(db_path), "--release", "4.12", "--config", nightly_config.source, "--json")
@@ -219,9 +210,10 @@ def test_two_evaluations_of_one_day_are_one_look(db_path, nightly_config):
     judge(db_path, config, as_of, trigger="ci")
     _, recorded = judge(db_path, config, as_of, trigger="nightly")  # the same day: it replaces the CI look
     assert recorded.states[LOW].state == "suspect" and recorded.states[LOW].recent == "F"
-    assert one(db_path, f"SELECT count(*), min(trigger) FROM rollout_looks WHERE segment = '{LOW}'") == [(1, "nightly")]
-    assert one(db_path, "SELECT payload->>'kind', severity FROM alerts") == [("suspect", "warning")]
-    title = one(db_path, "SELECT payload->>'title' FROM alerts")[0][0]
+    looks = query(db_path, f"SELECT count(*), min(trigger) FROM rollout_looks WHERE segment = '{LOW}'")
+    assert looks == [(1, "nightly")]
+    assert query(db_path, "SELECT payload->>'kind', severity FROM alerts") == [("suspect", "warning")]
+    title = query(db_path, "SELECT payload->>'title' FROM alerts")[0][0]
     assert title.startswith("Release 4.12: suspect: ") and "failed a look; cloud check on" in title
 
 
@@ -236,7 +228,7 @@ def test_insufficient_data_alerts_as_a_warning_and_only_once(db_path):
             result = evaluate_gate(con, "4.12", CONFIG, as_of=AS_OF, now=AS_OF + timedelta(hours=hours))
         record_evaluation(db_path, result, CONFIG)
     n = len(result.segments)
-    assert one(db_path, "SELECT severity, payload->>'title' FROM alerts") == [
+    assert query(db_path, "SELECT severity, payload->>'title' FROM alerts") == [
         ("warning", f"Release 4.12: not enough data: {n} segments on edge_with_cloud_check until judged")]
 
 
@@ -247,7 +239,7 @@ def test_an_unchanged_rollback_is_repeated_after_the_interval_with_a_new_id(db_p
             use_settings(con, CONFIG)
             result = evaluate_gate(con, "4.12", CONFIG, as_of=AS_OF, now=AS_OF + timedelta(hours=hours))
         record_evaluation(db_path, result, CONFIG)
-    rows = one(db_path, "SELECT alert_id, payload->>'dedup_key', payload->>'repeat', payload->>'text' FROM alerts "
+    rows = query(db_path, "SELECT alert_id, payload->>'dedup_key', payload->>'repeat', payload->>'text' FROM alerts "
                         "ORDER BY created_at")
     assert len(rows) == 2 and rows[0][0] != rows[1][0] and rows[0][1] == rows[1][1]
     assert [r[2] for r in rows] == ["false", "true"]
@@ -268,13 +260,13 @@ def test_dry_run_stores_nothing_and_stored_runs_record_their_trigger(db_path):
     assert "dry run: nothing stored, no alert; rollout would be: rollback: all 36 segments to cloud" in dry.stderr
     tables = "SELECT (SELECT count(*) FROM evaluations), (SELECT count(*) FROM alerts), " \
              "(SELECT count(*) FROM rollout_state)"
-    assert one(db_path, tables) == [(0, 0, 0)]
+    assert query(db_path, tables) == [(0, 0, 0)]
     assert run_cli(*base, "--no-alerts", env={"CI": ""}).returncode == 1
     assert run_cli(*base, "--no-alerts", env={"CI": "true"}).returncode == 1
     assert run_cli(*base, "--no-alerts", "--trigger", "nightly").returncode == 1
-    assert one(db_path, "SELECT trigger FROM evaluations ORDER BY evaluation_id") == [("manual",), ("ci",),
+    assert query(db_path, "SELECT trigger FROM evaluations ORDER BY evaluation_id") == [("manual",), ("ci",),
                                                                                      ("nightly",)]
-    assert one(db_path, tables)[0][1] == 1  # one alert: the state did not change after the first
+    assert query(db_path, tables)[0][1] == 1  # one alert: the state did not change after the first
     hist = run_cli("history", "--db", str(db_path), "--release", "4.12", "--limit", "2", "--json")
     assert hist.returncode == 0, hist.stderr
     rows = json.loads(hist.stdout)
@@ -348,7 +340,7 @@ def test_a_truncated_line_is_set_aside_and_the_next_run_succeeds(db_path):
             f"{pending.rejected_path(db_path)}") in proc.stderr
     assert pending.rejected_path(db_path).read_text().startswith('{"evaluation_uid": "cut"')
     assert not pending.pending_path(db_path).exists()
-    assert one(db_path, "SELECT trigger FROM evaluations ORDER BY evaluation_id") == [("nightly",), ("manual",)]
+    assert query(db_path, "SELECT trigger FROM evaluations ORDER BY evaluation_id") == [("nightly",), ("manual",)]
     again = run_cli("gate", "--db", str(db_path), "--release", "4.12", "--as-of", "2026-11-27", "--no-alerts")
     assert again.returncode == 0 and "warning" not in again.stderr
-    assert one(db_path, "SELECT count(*) FROM evaluations") == [(3,)]
+    assert query(db_path, "SELECT count(*) FROM evaluations") == [(3,)]
