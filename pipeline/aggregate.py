@@ -92,7 +92,7 @@ def save_settings(con: duckdb.DuckDBPyConnection, config: Config, digest: str, n
 def save_state(con: duckdb.DuckDBPyConnection, digest: str, now: datetime) -> None:
     """The rollup is current: every file loaded so far is folded in, with the settings of `digest`."""
     con.execute("DELETE FROM rollup_stale_days")
-    last = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
+    last = sqlfiles.run(con, "ingest/last_file_id").fetchone()[0]
     con.execute("DELETE FROM rollup_state")
     sqlfiles.run(con, "rollups/set_state", {"last_file_id": last, "settings_digest": digest, "refreshed_at": now})
 

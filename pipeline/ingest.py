@@ -303,7 +303,7 @@ class Ingestor:
     def run(self, files: list[Path], progress: Progress | None = None) -> list[FileResult]:
         with db.writing(self.db_path) as con:
             known = {row[0]: row[1:] for row in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
-            self._stored_before = con.execute("SELECT coalesce(max(file_id), 0) FROM files").fetchone()[0]
+            self._stored_before = sqlfiles.run(con, "ingest/last_file_id").fetchone()[0]
         con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": DUCKDB_MEMORY_LIMIT,
                                      "temp_directory": f"{self.db_path}.tmp"})
         staging = con.cursor()
