@@ -4,12 +4,11 @@ The only module that imports Great Expectations. `Validator` runs the suite thro
 DuckDB; `SparkValidator` runs the same suite (the same builder, `_expectation`) through GX's Spark data source
 on the Spark engine's rows; both read GX's results the same way (`_findings`) and pass the same self-test.
 
-It turns the row rules of
-schemas/telemetry_event.yaml into one expectation suite and runs it through
-GX's SQL data source on the ingest's staging connection (its staging thread
-only), against the table `stage.batch` (the cast rows of a batch of files,
-`_id` = row in the batch). It returns, per rule, GX's own counts and the `_id`s GX found
-breaking the rule.
+It turns the row rules of schemas/telemetry_event.yaml into one expectation
+suite and runs it through GX's SQL data source on the ingest's staging
+connection (its staging thread only), against the table `stage.batch` (the cast
+rows of a batch of files, `_id` = row in the batch). It returns, per rule, GX's
+own counts and the `_id`s GX found breaking the rule.
 
 Why the connection is wrapped (GX 1.24, duckdb-engine 0.17): GX runs each
 query inside `with engine.connect()` and fetches after the block; duckdb_engine's
