@@ -84,7 +84,10 @@ def run_scheduler(db_path: Path, landing: Path, config: Config, trigger: Any, mi
         scheduler.start()
         logs.event("schedule", step="start", next_run=str(scheduler.get_job("nightly").next_run_time),
                    catch_up=catch_up)
-        stop.wait()
+        # Not one wait without a timeout: the kernel may hand SIGTERM to any thread, and Python runs the
+        # handler (which sets `stop`) only when the main thread next runs bytecode.
+        while not stop.wait(timeout=0.5):
+            pass
         logs.event("schedule", step="stopping")
         scheduler.shutdown(wait=True)  # the running job stops at its next safe point
         return "stopped by a signal"

@@ -6,6 +6,7 @@ import dataclasses
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -75,6 +76,37 @@ def test_scheduler_fires_refuses_a_second_and_stops_on_sigterm(db_path, landing)
     assert code == 0, err
     assert out.strip().endswith("pipeline schedule: stopped by a signal")
     assert all(r[1] == "scheduled" and r[2] in ("ok", "interrupted") for r in runs(db_path))
+
+
+def test_a_sigterm_taken_by_another_thread_still_stops_the_scheduler(tmp_path, db_path):
+    """The kernel may hand a process's SIGTERM to any of its threads, and Python runs the handler only when the
+    main thread runs bytecode: a main thread asleep in a wait without timeout never ran it, and the scheduler
+    went on firing (seen once under load in CI; the child then outlived the test)."""
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    from pipeline import stopping
+    from pipeline.schedule import run_scheduler
+
+    fired = threading.Event()
+    main = threading.get_ident()
+
+    def from_a_worker_thread() -> None:
+        fired.wait(30)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # this thread's handler runs, not main's
+        time.sleep(15)
+        signal.pthread_kill(main, signal.SIGTERM)  # only if the first was lost: ends the test instead of a hang
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    threading.Thread(target=from_a_worker_thread, daemon=True).start()
+    started = time.monotonic()
+    try:
+        why = run_scheduler(db_path, tmp_path, load_config(), IntervalTrigger(seconds=0.2), 3600, fired.set)
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+        stopping.reset()
+    assert why == "stopped by a signal"
+    assert time.monotonic() - started < 10
 
 
 def test_a_missed_night_is_caught_up_exactly_once(db_path, landing):
