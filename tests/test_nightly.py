@@ -87,21 +87,24 @@ def test_a_sigterm_taken_by_another_thread_still_stops_the_scheduler(tmp_path, d
     from pipeline import stopping
     from pipeline.schedule import run_scheduler
 
-    fired = threading.Event()
+    fired, returned = threading.Event(), threading.Event()
     main = threading.get_ident()
 
     def from_a_worker_thread() -> None:
         fired.wait(30)
         signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # this thread's handler runs, not main's
-        time.sleep(15)
-        signal.pthread_kill(main, signal.SIGTERM)  # only if the first was lost: ends the test instead of a hang
+        if not returned.wait(15):  # the first was lost: a signal to the main thread ends the test, not a hang
+            signal.pthread_kill(main, signal.SIGTERM)
 
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    threading.Thread(target=from_a_worker_thread, daemon=True).start()
+    sender = threading.Thread(target=from_a_worker_thread, daemon=True)
+    sender.start()
     started = time.monotonic()
     try:
         why = run_scheduler(db_path, tmp_path, load_config(), IntervalTrigger(seconds=0.2), 3600, fired.set)
     finally:
+        returned.set()
+        sender.join()  # no signal may reach this process once pytest's own handlers are back
         for s, h in handlers.items():
             signal.signal(s, h)
         stopping.reset()
