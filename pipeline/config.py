@@ -23,6 +23,7 @@ DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
 CONFIG_ENV = "PIPELINE_CONFIG"  # a config path for every command, beside PIPELINE_DB
 MODES = ("enforce", "observe")
 BURDENS = ("prove_harm", "prove_safe")  # README "How the gate decides": who must bring the evidence
+ESTIMANDS = ("per_device", "capped_requests", "requests")  # statistics.estimand: how devices weigh in rates
 NETWORK_TYPES = ("wifi", "5g", "4g", "3g", "2g", "offline", "unknown")  # the contract's network_type values
 
 
@@ -109,6 +110,18 @@ class Statistics:
                            "budget of one release evaluation (and, sequential, of the whole rollout)")
     method: str = _f("sequential", choices=("sequential", "fixed"),
                      help="sequential: anytime-valid tests, for a gate judged every night; fixed: one look only")
+    estimand: str = _f("per_device", choices=ESTIMANDS,
+                       help="how rate and comparison gates weigh devices: per_device (every device once: the mean "
+                            "of per-device rates, a loss of users), capped_requests (a device's rows count up to "
+                            "weight_cap_rows), requests (every row once: a loss of requests)")
+    weight_cap_rows: float = _f(20.0, 1, 1_000_000, help="capped_requests: rows a device counts for at most")
+    primary_share: float = _f(0.8, 0.01, 1, help="share of a gate's alpha its release-wide check is tested at "
+                              "first; its segment checks get the rest, and all of it once the release-wide check "
+                              "rejects (graphical gatekeeping, README)")
+
+    def weight_cap(self) -> float:
+        """The SQL's $weight_cap: the most rows one device counts for under the estimand."""
+        return {"per_device": 1.0, "capped_requests": self.weight_cap_rows, "requests": 1e18}[self.estimand]
 
 
 @dataclass(frozen=True)

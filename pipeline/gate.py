@@ -28,7 +28,7 @@ Segment.decision and GateResult.verdict are derived from the statuses.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -96,6 +96,14 @@ class GateCheck:
     tests: dict[str, Test] = field(default_factory=dict)
     short_of_data: bool = False
     inapplicable: bool = False
+    release_wide: bool = False  # the gate's primary hypothesis (graphical gatekeeping in decide())
+    # the decision's interval at a given alpha (the test inverted); set by measurement, applied by _settle
+    bounds: Callable[[float], tuple[float | None, float | None] | None] | None = field(
+        default=None, repr=False, compare=False)
+    main_test: str = ""  # the test whose level the interval is drawn at
+    interval_alpha: float | None = None
+    interval_method: str = ""
+    reading_interval: tuple[float | None, float | None] | None = None  # fixed-sample 95 %: for reading only
 
     @property
     def blocks(self) -> bool:
@@ -106,7 +114,10 @@ class GateCheck:
                                            "baseline_level", "rows", "devices", "design_effect", "p_value",
                                            "borderline", "note", "sql")}
         d["status"] = self.status or "undecided"
-        d["interval_95"] = list(self.interval) if self.interval else None
+        d["interval"] = list(self.interval) if self.interval else None
+        d["interval_alpha"] = self.interval_alpha
+        d["interval_method"] = self.interval_method
+        d["interval_95"] = list(self.reading_interval) if self.reading_interval else None
         d["tests"] = {name or "main": {"p_value": t.p_value, "burden": t.burden, "method": t.method,
                                        "alpha": t.alpha, "rejected": t.rejected} for name, t in self.tests.items()}
         if self.values_needed is not None:
@@ -251,10 +262,14 @@ def _level_key(row: dict[str, Any]) -> tuple:
 
 
 def ratio(row: dict[str, Any], k: str, n: str, min_devices: int) -> stats.DeviceRatio:
-    """The device-level ratio k / n of one SQL row (sums named as in sql/gate/segment_counts.sql)."""
-    return stats.device_ratio(int(row.get(f"{n}_devices", row["devices"])), float(row[n] or 0),
-                              float(row[k] or 0), float(row[f"{n}_nn"] or 0), float(row[f"{k}_kk"] or 0),
-                              float(row[f"{k}_kn"] or 0), min_devices)
+    """The device-level ratio k / n of one SQL row (sums named as in sql/gate/segment_counts.sql): of the
+    estimand's weighted sums (`<n>_w`, `<k>_w`) where the SQL has them, else of the raw counts."""
+    weighted = f"{n}_w" in row
+    total = float((row[f"{n}_w"] if weighted else row[n]) or 0)
+    independent = float(row[f"{n}_ind"] or 0) / total if weighted and total else 1.0
+    return stats.device_ratio(int(row.get(f"{n}_devices", row["devices"])), total,
+                              float((row[f"{k}_w"] if weighted else row[k]) or 0), float(row[f"{n}_nn"] or 0),
+                              float(row[f"{k}_kk"] or 0), float(row[f"{k}_kn"] or 0), min_devices, independent)
 
 
 class _Figures:
@@ -323,7 +338,8 @@ class _Measure:
     def _new(self, name: str, gates: Any) -> GateCheck:
         settings = getattr(gates, name)
         key = BY_NAME[name].threshold_key
-        return GateCheck(name, settings.mode, settings.burden, threshold=getattr(settings, key) if key else None)
+        return GateCheck(name, settings.mode, settings.burden, threshold=getattr(settings, key) if key else None,
+                         main_test=BY_NAME[name].tests[0])
 
     def _rate_test(self, check: GateCheck, name: str, r: stats.DeviceRatio, p0: float, harm_above: bool,
                    what: str) -> None:
@@ -336,6 +352,9 @@ class _Measure:
         kind = "mixture likelihood ratio (always valid)" if self.sequential else "exact binomial"
         check.tests[name] = Test(p, check.burden, f"{kind} on device-adjusted counts: {what} "
                                                   f"{'<' if above != harm_above else '>'} {p0:g}")
+        if name == check.main_test:
+            check.bounds = lambda a: stats.rate_bounds(r.k_eff, r.n_eff, a, self.sequential)
+            check.interval_method = f"{kind} inverted: the rates no test at this alpha rejects"
         if r.devices < self.config.min_devices:
             _add_note(check, f"only {r.devices} devices: their rows counted as fully correlated")
         alpha = 1 - self.conf if safe else self.split[(check.gate, name)]
@@ -346,13 +365,26 @@ class _Measure:
             _add_note(check, f"needs {check.values_needed:,} values for any decision ({int(r.n):,} now, "
                              f"design effect {r.design_effect:.2f})")
 
-    def _z_test(self, check: GateCheck, name: str, harm: float, var: float, tau: float, method: str) -> None:
+    def _z_test(self, check: GateCheck, name: str, harm: float, var: float, tau: float, method: str,
+                shown: Callable[[float], float] | None = None) -> None:
         """A z test of `harm` (positive: the threshold is broken) over its variance; the statistic's sign
-        follows the burden, so a small p is evidence of harm (prove_harm) or of safety (prove_safe)."""
+        follows the burden, so a small p is evidence of harm (prove_harm) or of safety (prove_safe).
+        `shown` maps a value of harm's scale to the figure shown (increasing): with it, the check's interval
+        is the test inverted, harm +- its boundary in standard errors at the level the test gets."""
         z = harm / math.sqrt(var) if var > 0 else math.nan
         if check.burden == "prove_safe":
             z = -z
         check.tests[name] = Test(stats.z_p_value(z, var, tau, self.sequential), check.burden, method)
+        if shown is not None and name == check.main_test and var > 0 and math.isfinite(var):
+            se = math.sqrt(var)
+
+            def bounds(alpha: float) -> tuple[float | None, float | None]:
+                half = stats.z_boundary(var, tau, alpha, self.sequential) * se
+                return (shown(harm - half), shown(harm + half)) if math.isfinite(half) else (None, None)
+
+            check.bounds = bounds
+            check.interval_method = ("mixture SPRT confidence sequence" if self.sequential else "one-look z interval") \
+                + ": the values no test at this alpha rejects"
 
     def _budget(self, name: str, row: dict, gates: Any, min_rows: int | None = None) -> GateCheck:
         """A p95 budget: the share of values above the budget against 5 %, device-level."""
@@ -368,15 +400,21 @@ class _Measure:
         over = self.ratio(row, f"{prefix}_over", f"{prefix}_n")
         check.measured, check.design_effect = p95, over.design_effect
         check.extra["share_over_budget"] = over.rate
-        check.interval = self._interval(row[f"{prefix}_grid"], over.n_eff)
-        check.borderline = _straddles(check.interval, check.threshold)
+        grid, n_eff = row[f"{prefix}_grid"], over.n_eff
+        check.reading_interval = self._interval(grid, n_eff)
         self._rate_test(check, "", over, 1 - P95, harm_above=True, what="share above the budget")
+        check.bounds = lambda a: self._widened(stats.quantile_bounds_by_test(grid, n_eff, P95, a, self.sequential))
+        check.interval_method = ("the p95s no test at this alpha rejects: the share of values above each "
+                                 "order statistic tested against 5 %")
         return check
 
     def _interval(self, grid: Any, n: float) -> tuple[float | None, float | None] | None:
-        """The p95's interval from order statistics, widened by the sketch's error when a sketch gave the grid."""
-        interval = stats.quantile_interval(grid, n, P95, self.conf)
-        return sketch.widen(interval, self.f.relative_error) if self.f.relative_error else interval
+        """The p95's fixed-sample interval from order statistics (for reading), widened by the sketch's error."""
+        return self._widened(stats.quantile_interval(grid, n, P95, self.conf))
+
+    def _widened(self, interval: tuple[float | None, float | None] | None) -> tuple[float | None, float | None] | None:
+        """An interval of a p95, widened by the sketch's error when a sketch gave the grid."""
+        return sketch.widen(interval, self.f.relative_error) if self.f.relative_error and interval else interval
 
     def peak_memory(self, row: dict, gates: Any) -> GateCheck:
         return self._budget("peak_memory", row, gates)
@@ -428,8 +466,10 @@ class _Measure:
             check = self._new("quality_loss", self.config.gates)
             check.short_of_data, check.note = True, "no cloud baseline with enough rows"
             return check
-        return self._quality(strata, edge_all, cloud_all, "release", self.config.gates,
-                             "stratified over task x tier x network bucket")
+        check = self._quality(strata, edge_all, cloud_all, "release", self.config.gates,
+                              "stratified over task x tier x network bucket")
+        check.release_wide = True
+        return check
 
     def _quality(self, cells: list[tuple[dict, dict]], edge_pool: dict, cloud_pool: dict, level: str,
                  gates: Any, note: str) -> GateCheck:
@@ -438,8 +478,8 @@ class _Measure:
         check = self._new("quality_loss", gates)
         deff_e = self.ratio(edge_pool, "adopted", "rows").design_effect
         deff_c = self.ratio(cloud_pool, "adopted", "rows").design_effect
-        strata = [stats.Stratum(_with_deff(self.ratio(e, "adopted", "rows"), deff_e),
-                                _with_deff(self.ratio(cl, "adopted", "rows"), deff_c)) for e, cl in cells]
+        strata = [stats.Stratum(self.ratio(e, "adopted", "rows").in_pool(deff_e),
+                                self.ratio(cl, "adopted", "rows").in_pool(deff_c)) for e, cl in cells]
         if not strata or all(s.cloud.k == 0 for s in strata):
             check.short_of_data, check.note = True, "no cloud baseline with enough rows"
             return check
@@ -447,16 +487,22 @@ class _Measure:
         loss, interval = stats.stratified_relative_loss(strata, self.conf)
         d, var = stats.stratified_ratio_score(strata, theta)
         cloud_rate = sum(s.cloud.k for s in strata) / sum(s.cloud.n for s in strata)
-        check.measured, check.interval, check.baseline, check.baseline_level = loss, interval, cloud_rate, level
-        check.rows, check.devices = int(sum(s.edge.n for s in strata)), edge_pool["devices"]
+        check.measured, check.reading_interval, check.baseline, check.baseline_level = loss, interval, cloud_rate, level
+        check.rows = int(sum(e["rows"] for e, _ in cells))
+        check.devices = edge_pool["devices"]
         check.design_effect = deff_e
-        check.borderline = _straddles(interval, check.threshold)
         check.note = note
         tau = check.threshold * cloud_rate * 2
         self._z_test(check, "", -d, var, tau, ("mixture SPRT" if self.sequential else "one look")
                      + " on the stratified Farrington-Manning score, device design effects")
-        check.extra.update(cloud_rows=int(sum(s.cloud.n for s in strata)), cloud_devices=cloud_pool["devices"],
-                           cloud_design_effect=deff_c, edge_adoption=sum(s.edge.k for s in strata) / max(1, check.rows))
+        check.bounds = lambda a: _loss_bounds(strata, a, tau, self.sequential)
+        check.interval_method = (("mixture SPRT confidence sequence" if self.sequential else "one-look interval")
+                                 + ": the relative losses whose score test at this alpha does not reject")
+        units = sum(s.edge.n for s in strata)
+        check.extra.update(cloud_rows=int(sum(cl["rows"] for _, cl in cells)), cloud_devices=cloud_pool["devices"],
+                           cloud_design_effect=deff_c, edge_adoption=sum(s.edge.k for s in strata) / max(1, units),
+                           edge_units=units, cloud_units=sum(s.cloud.n for s in strata),
+                           estimand=self.config.statistics.estimand)
         return check
 
     def failure_detectability(self, row: dict, gates: Any) -> GateCheck:
@@ -467,8 +513,7 @@ class _Measure:
             return check
         r = self.ratio(row, "detected", "failures")
         check.measured, check.design_effect = r.rate, r.design_effect
-        check.interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
-        check.borderline = _straddles(check.interval, check.threshold)
+        check.reading_interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
         self._rate_test(check, "", r, check.threshold, harm_above=False, what="detected share")
         return check
 
@@ -478,8 +523,7 @@ class _Measure:
         r = self.ratio(row, "fallbacks", "rows")
         check.rows, check.devices, check.design_effect = row["rows"], row["devices"], r.design_effect
         check.measured = r.rate
-        check.interval = stats.wilson(r.k_eff, r.n_eff, c.statistics.confidence)
-        check.borderline = _straddles(check.interval, check.threshold)
+        check.reading_interval = stats.wilson(r.k_eff, r.n_eff, c.statistics.confidence)
         # the absolute ceiling needs no baseline; only the excess over the cloud does
         self._rate_test(check, "ceiling", r, check.threshold, harm_above=True, what="fallback rate")
         base, level = self.f.cloud_baseline(row["task"], row["device_tier"], row["network_bucket"],
@@ -524,18 +568,19 @@ class _Measure:
         cloud = self._log_p95(base, self.f.weak.get(("cloud", base_key)))
         check.measured, check.baseline, check.baseline_level = row["total_p95"], base["total_p95"], level
         check.threshold = base["total_p95"]
-        check.interval = self._interval(row["total_grid"], row["total_n"] / (edge[2] or 1))
+        check.reading_interval = self._interval(row["total_grid"], row["total_n"] / (edge[2] or 1))
         check.extra["baseline_interval_95"] = list(self._interval(
             base["total_grid"], base["total_n"] / (cloud[2] or 1)) or []) or None
-        check.borderline = _straddles(check.interval, check.threshold)
         if edge[1] is None or cloud[1] is None:
             check.short_of_data, check.note = True, "the p95's density could not be estimated"
             return check
         check.design_effect = edge[2]
         var = edge[1] + cloud[1]
+        cloud_p95 = base["total_p95"]
         self._z_test(check, "", edge[0] - cloud[0], var, WEAK_LATENCY_TAU,
                      ("mixture SPRT" if self.sequential else "one-look z test")
-                     + " of log(edge p95 / cloud p95), Bahadur variance with device-level shares")
+                     + " of log(edge p95 / cloud p95), Bahadur variance with device-level shares",
+                     shown=lambda x: cloud_p95 * math.exp(x))
         return check
 
     def _log_p95(self, row: dict, weak: dict | None) -> tuple[float, float | None, float | None]:
@@ -574,8 +619,7 @@ class _Measure:
         r = self.ratio(dd, "over_cap", "days")
         check.rows, check.devices, check.design_effect, check.measured = int(r.n), r.devices, r.design_effect, r.rate
         check.sql = f"sql/{DEVICE_DAYS_SQL}.sql"
-        check.interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
-        check.borderline = _straddles(check.interval, check.threshold)
+        check.reading_interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
         self._rate_test(check, "", r, check.threshold, harm_above=True, what="share of device-days over the cap")
         return check
 
@@ -584,9 +628,22 @@ def _add_note(check: GateCheck, text: str) -> None:
     check.note = f"{check.note}; {text}" if check.note else text
 
 
-def _with_deff(r: stats.DeviceRatio, deff: float) -> stats.DeviceRatio:
-    """The stratum's ratio with the pool's design effect (devices cross strata; the pool sees them whole)."""
-    return stats.DeviceRatio(r.devices, r.n, r.k, deff * r.binomial_variance if r.n else math.nan)
+def _loss_bounds(strata: Sequence[stats.Stratum], alpha: float, tau: float,
+                 sequential: bool) -> tuple[float | None, float | None]:
+    """The relative adoption losses t that the stratified score test at theta = 1 - t does not reject at
+    alpha, on either side: the decision's confidence sequence (one look: interval) of the loss."""
+    def rejects(t: float, harm: bool) -> bool:
+        d, var = stats.stratified_ratio_score(strata, 1 - t)
+        if not (math.isfinite(d) and math.isfinite(var)) or var <= 0:
+            return False
+        z = (-d if harm else d) / math.sqrt(var)
+        p = stats.z_p_value(z, var, tau, sequential)
+        return math.isfinite(p) and p <= alpha
+
+    lo_end, hi_end = -1.0, 1.0 - 1e-9
+    lo = stats.bisect(lambda t: rejects(t, True), lo_end, hi_end) if rejects(lo_end, True) else None
+    hi = (-stats.bisect(lambda t: rejects(-t, False), -hi_end, -lo_end)) if rejects(hi_end, False) else None
+    return lo, hi
 
 
 _unmeasured = [g for g in GATE_NAMES if not callable(getattr(_Measure, g, None))]
@@ -630,8 +687,12 @@ def _statuses(checks: Sequence[GateCheck], outcome: dict[tuple[int, str], tuple[
 
 
 def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[int, str], tuple[float, bool]]:
-    """(index of the check, test name) -> (the level it was tested at, rejected). Holm inside each
-    prove_harm family; each prove_safe test at the family's share on its own."""
+    """(index of the check, test name) -> (the level it was tested at, rejected). Each prove_harm family gets
+    its gate's alpha; inside it, when the gate has a release-wide check, a graphical gatekeeping procedure
+    (Bretz et al. 2009): the release-wide check first at primary_share x alpha, the segment checks by Holm at
+    the rest, and at the whole alpha once the release-wide check rejects (if every segment check rejects, the
+    release-wide check is retested at the whole alpha). Without one, Holm over the segment checks. Each
+    prove_safe test at the family's share on its own."""
     split = budget_split(config)
     families: dict[tuple[str, str], dict[int, float]] = {}
     out: dict[tuple[int, str], tuple[float, bool]] = {}
@@ -644,14 +705,30 @@ def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[in
                 alpha = 1 - config.statistics.confidence if t.burden == "prove_safe" else level
                 out[(i, name)] = (alpha, math.isfinite(t.p_value) and t.p_value <= alpha)
     for (gate, name), ps in families.items():
-        rejected = stats.holm(ps, split[(gate, name)])
-        levels = stats.holm_levels(ps, split[(gate, name)])
-        for i in ps:
-            out[(i, name)] = (levels.get(i, split[(gate, name)]), i in rejected)
+        alpha = split[(gate, name)]
+        primary = [i for i in ps if checks[i].release_wide]
+        segments = {i: p for i, p in ps.items() if not checks[i].release_wide}
+        segment_alpha = alpha
+        if primary:
+            first = primary[0]
+            share = config.statistics.primary_share
+            p0 = ps[first]
+            rejected0 = math.isfinite(p0) and p0 <= share * alpha
+            segment_alpha = alpha if rejected0 else (1 - share) * alpha
+            out[(first, name)] = (share * alpha, rejected0)
+        rejected = stats.holm(segments, segment_alpha)
+        levels = stats.holm_levels(segments, segment_alpha)
+        for i in segments:
+            out[(i, name)] = (levels.get(i, segment_alpha), i in rejected)
+        if primary and not out[(primary[0], name)][1]:
+            finite = [i for i, p in segments.items() if math.isfinite(p)]
+            if finite and all(i in rejected for i in finite):  # the segments pass their alpha back
+                p0 = ps[primary[0]]
+                out[(primary[0], name)] = (alpha, math.isfinite(p0) and p0 <= alpha)
     return out
 
 
-def _settle(checks: Sequence[GateCheck], config: Config) -> None:
+def _settle(checks: Sequence[GateCheck], config: Config, days_observed: float = 0.0) -> None:
     outcome = _test_outcomes(checks, config)
     for i, (check, status) in enumerate(zip(checks, _statuses(checks, outcome), strict=True)):
         check.status = status
@@ -662,22 +739,57 @@ def _settle(checks: Sequence[GateCheck], config: Config) -> None:
         by_test = [name for name, t in check.tests.items() if t.rejected and t.burden == "prove_harm"]
         if status == "fail" and by_test and by_test[0] in _TEST_NOTES:
             _add_note(check, _TEST_NOTES[by_test[0]])
-    _size_quality(checks, config)
+        _draw_interval(check, outcome.get((i, check.main_test), (None, False))[0], config)
+    _size_quality(checks, config, days_observed)
 
 
-def _size_quality(checks: Sequence[GateCheck], config: Config) -> None:
-    """Rows a side for the adoption test to catch a loss of twice the tolerance with 80 % power, at the
-    level Holm's first step gives this family now and with the design effects observed."""
-    quality = [c for c in checks if c.gate == "quality_loss" and c.tests]
-    alpha = budget_split(config)[("quality_loss", "")] / max(1, len(quality))
-    for c in quality:
-        cloud_rows = c.extra.get("cloud_rows") or 0
-        if not c.rows or not cloud_rows or not c.baseline:
+def _draw_interval(check: GateCheck, alpha: float | None, config: Config) -> None:
+    """The interval shown beside the decision: the check's test inverted at the level it was tested at (for
+    a check short of data, at the level its family would give it first), and the borderline mark from it."""
+    if check.bounds is None:
+        return
+    if alpha is None:
+        alpha = budget_split(config)[(check.gate, check.main_test)]
+    check.interval, check.interval_alpha = check.bounds(alpha), alpha
+    check.borderline = _straddles(check.interval, check.threshold)
+
+
+def _size_quality(checks: Sequence[GateCheck], config: Config, days_observed: float) -> None:
+    """How many edge devices the adoption test needs to catch a loss of twice the tolerance with 80 % power,
+    at the level this check was tested at and with the design effects and cloud share observed, and how many
+    more nights that takes at the inflow so far (devices seen / days observed)."""
+    for c in checks:
+        if c.gate != "quality_loss" or "" not in c.tests or not c.baseline or not c.devices:
             continue
-        c.extra["rows_to_detect"] = stats.rows_needed_ratio(
+        edge_units, cloud_units = c.extra.get("edge_units") or 0, c.extra.get("cloud_units") or 0
+        if not edge_units or not cloud_units:
+            continue
+        alpha = c.tests[""].alpha or budget_split(config)[("quality_loss", "")]
+        units = stats.units_needed_ratio(
             c.baseline, c.threshold, c.threshold, alpha, 0.8, c.design_effect or 1.0,
-            c.extra.get("cloud_design_effect") or 1.0, cloud_rows / c.rows, 2 * c.threshold * c.baseline,
+            c.extra.get("cloud_design_effect") or 1.0, cloud_units / edge_units, 2 * c.threshold * c.baseline,
             config.statistics.method == "sequential")
+        if units is None:
+            continue
+        devices = math.ceil(units * c.devices / edge_units)
+        more = max(0, devices - c.devices)
+        c.extra["devices_to_detect"] = devices
+        c.extra["more_devices_to_detect"] = more
+        inflow = c.devices / days_observed if days_observed > 0 else 0.0
+        c.extra["nights_to_detect"] = math.ceil(more / inflow) if more and inflow else 0
+        if c.measured is not None and c.threshold is not None and c.measured > c.threshold and c.status != "fail":
+            wait = (f"about {more:,} more edge devices (~{c.extra['nights_to_detect']:,} nights at the current "
+                    "inflow)" if more else "more nights of the same devices")
+            _add_note(check=c, text=f"past the threshold but not yet significant at alpha {alpha:.2g}: {wait} "
+                                    "would catch a loss of twice the tolerance with 80 % power")
+
+
+def _days_observed(con: Any, params: dict[str, Any]) -> float:
+    """Days from the release's first row in the window to the window's end."""
+    first = sqlfiles.run(con, "gate/first_seen", params).fetchone()[0]
+    if first is None:
+        return 0.0
+    return max(0.0, (params["window_end"] - first) / timedelta(days=1))
 
 
 def releases(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -715,7 +827,8 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     window_start = as_of - timedelta(days=config.window_days)
     params = {"release": release, "window_start": window_start, "window_end": as_of}
     error = config.engine.sketch_relative_error if estimator == quantiles.SKETCH else None
-    figures = _Figures(sqlfiles.dicts(con, COUNTS_SQL, {**params, **budget_params(config)}),
+    counts_params = {**params, **budget_params(config), "weight_cap": config.statistics.weight_cap()}
+    figures = _Figures(sqlfiles.dicts(con, COUNTS_SQL, counts_params),
                        quantiles.segment_quantiles(con, params, config),
                        sqlfiles.dicts(con, WEAK_SQL, params), error,
                        quantiles.HISTOGRAMS_SQL if error else QUANTILES_SQL)
@@ -728,5 +841,5 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                         cloud_only=not segments and figures.get("cloud", ()) is not None,
                         quantiles={"estimator": estimator, "relative_error": error,
                                    "engine": quantiles.engine_name(con)})
-    _settle(result.checks(), config)
+    _settle(result.checks(), config, _days_observed(con, params))
     return result

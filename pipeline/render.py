@@ -86,7 +86,7 @@ def _gate_cell(check: Any) -> str:
 
 def gate_table(result: Any) -> str:
     """One row per segment, one column per gate: measured value, X failed, ? insufficient data,
-    - not applicable, ~ borderline (interval straddles the threshold), (obs) observe-only gate."""
+    - not applicable, ~ borderline (the decision's interval holds the threshold), (obs) observe-only gate."""
     gates = [g.name for g in GATES]
     header = ["segment", "rows"] + [g.column for g in GATES] + ["decision"]
     body = []
@@ -103,7 +103,9 @@ def gate_table(result: Any) -> str:
     rw = result.release_wide.get("quality_loss")
     if rw and rw.measured is not None:
         p = f", p={rw.p_value:.3g}" if rw.p_value is not None else ""
-        lines.append(f"release-wide quality loss {rw.measured:.3f} (threshold {rw.threshold}{p}): {rw.status}")
+        a = f" at alpha {rw.interval_alpha:.2g}" if rw.interval_alpha is not None else ""
+        iv = fmt_interval(rw.interval) if rw.interval else ""
+        lines.append(f"release-wide quality loss {rw.measured:.3f}{iv} (threshold {rw.threshold}{p}{a}): {rw.status}")
     lines.append("marks: X failed, ? insufficient data, - not applicable, ~ borderline, (obs) observe-only")
     lines.append(f"verdict for release {result.release}: {result.verdict.upper()} - {result.note} "
                  f"(window {result.window_start:%Y-%m-%d %H:%M} .. {result.as_of:%Y-%m-%d %H:%M} UTC)")

@@ -243,7 +243,7 @@ def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
     return (alt.layer(errors, points, line, label).properties(width=360, height=240)
             .facet(column=alt.Column("memory:N", title=None, sort=["peak", "resident"]))
             .resolve_scale(y="shared")
-            .properties(title="memory p95 per segment, by tier, with the 95 % interval (dashed: the gate's limit)"))
+            .properties(title="memory p95 per segment, by tier, with the decision's interval (dashed: the gate's limit)"))
 
 
 def _temperature_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]]) -> Any:
@@ -423,7 +423,7 @@ CAPTIONS = {
                "bucket, on one scale for every panel. The gate judges the edge p95 per segment "
                "(inference_duration) and, in weak networks, against the cloud's p95 (weak_network_latency).",
     "memory": "Each point is one segment's p95 of peak or resident memory as a share of the device's RAM, as "
-              "the gate measured it, with its 95 % interval; red points fail the gate.",
+              "the gate measured it, with the interval its decision used; red points fail the gate.",
     "temperature": f"A deterministic sample of up to {TEMPERATURE_POINTS:,} edge rows in the window (smallest "
                    "hash of event_id). Right of the 10 s line the user waited more than 10 seconds.",
     "daily": "Daily shares of requests whose answer was adopted, and of requests that fell back (user edit, "
@@ -451,7 +451,7 @@ def _page(result: GateResult, config: Config, data: dict[str, Any], index_href: 
         "<h2>Gate table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
         "<span class=\"key fail\">✗ failed</span> <span class=\"key insufficient_data\">? insufficient data</span> "
         "<span class=\"key not_applicable\">– not applicable</span> <span class=\"key borderline\">~ borderline "
-        "(the 95 % interval straddles the threshold)</span> <span class=\"key observe\">observe-only gate "
+        "(the decision's interval holds the threshold)</span> <span class=\"key observe\">observe-only gate "
         "(never blocks)</span>. Hover a cell for the interval, baseline and p-value.</p>"
         f"{_gate_table(result)}{_ledger_section(data.get('ledger'))}{charts}"
         "<footer><p id=\"report-status\" data-charts=\"" + str(len(CHARTS)) + "\">charts: drawing…</p>"

@@ -41,7 +41,8 @@ _N = NormalDist()
 # Fractions at which the gate SQL asks DuckDB for quantile_disc (true order statistics:
 # quantile_disc(x, f) is the ceil(f * n)-th smallest value); interval bounds are read off
 # this grid, rounded outwards.
-QUANTILE_GRID: list[float] = [round(0.80 + i / 1000, 3) for i in range(200)] + [1.0]
+# A few coarse fractions below 0.80 let a wide lower bound (few values, a large design effect) still be read.
+QUANTILE_GRID: list[float] = [0.5, 0.6, 0.7, 0.75] + [round(0.80 + i / 1000, 3) for i in range(200)] + [1.0]
 
 
 def z_two_sided(confidence: float) -> float:
@@ -64,13 +65,20 @@ def _log_normal_cdf(z: float) -> float:
 
 @dataclass(frozen=True)
 class DeviceRatio:
-    """sum(k_i) / sum(n_i) over m devices, with the cluster-robust variance of the ratio."""
+    """sum(k_i) / sum(n_i) over m devices, with the cluster-robust variance of the ratio.
+
+    n_i and k_i are each device's *weighted* counts (gates/admission.yaml `statistics.estimand`): with
+    `requests` a device weighs its rows, with `per_device` every device weighs 1 (k_i is its own rate),
+    with `capped_requests` min(rows, cap). The design effect is the variance over the binomial one of the
+    same weighted total; `deff_floor` is its value if every row were an independent draw (1 for requests,
+    below 1 when devices weigh less than their rows), so it never claims more than independent rows."""
 
     devices: int
     n: float
     k: float
     variance: float  # of k / n, cluster-robust
-    deff_floor: float = 1.0  # the design effect is at least this (few devices: the worst case)
+    deff_floor: float = 1.0  # the design effect is at least this (independent rows; few devices: the worst case)
+    pooled_deff: float | None = None  # a stratum of a pool carries the pool's design effect (devices cross strata)
 
     @property
     def rate(self) -> float:
@@ -83,8 +91,10 @@ class DeviceRatio:
 
     @property
     def design_effect(self) -> float:
-        """Cluster-robust over binomial variance, never below 1 (rows are never worth more than
-        independent draws); 1 when the rate is 0 or 1 and the ratio is undefined."""
+        """Cluster-robust over binomial variance, never below `deff_floor`; the floor when the rate is 0 or 1
+        (no spread to measure) unless the ratio is a stratum of a pool, which keeps the pool's."""
+        if self.pooled_deff is not None:
+            return self.pooled_deff
         b = self.binomial_variance
         if not b or not math.isfinite(b) or not math.isfinite(self.variance):
             return self.deff_floor
@@ -98,15 +108,22 @@ class DeviceRatio:
     def k_eff(self) -> float:
         return self.k / self.design_effect
 
+    def in_pool(self, deff: float) -> DeviceRatio:
+        """This ratio as a stratum of a pool whose design effect is `deff`."""
+        return DeviceRatio(self.devices, self.n, self.k, self.variance, self.deff_floor, deff)
+
 
 def device_ratio(devices: int, n: float, k: float, nn: float, kk: float, kn: float,
-                 min_devices: int = 2) -> DeviceRatio:
+                 min_devices: int = 2, independent_deff: float = 1.0) -> DeviceRatio:
     """From per-device sums: n = sum n_i, k = sum k_i, nn = sum n_i^2, kk = sum k_i^2, kn = sum k_i n_i.
     Var(k/n) = m / (m - 1) * sum (k_i - p n_i)^2 / n^2 (delta method, ratio of means).
-    With fewer than `min_devices` devices that variance is not to be trusted, and the design effect is
-    taken at its worst case, every device's rows fully correlated: sum n_i^2 / sum n_i (the effective
-    count is then Kish's effective number of devices, n^2 / sum n_i^2)."""
-    floor = max(1.0, nn / n) if n > 0 and devices < min_devices else 1.0
+    `independent_deff` is the design effect if every row were independent (sum w_i^2 / rows_i / sum w_i for
+    weights w_i; 1 when devices weigh their rows). With fewer than `min_devices` devices the variance is not to
+    be trusted, and the design effect is taken at its worst case, every device's rows fully correlated:
+    sum n_i^2 / sum n_i (the effective count is then Kish's effective number of devices, n^2 / sum n_i^2)."""
+    floor = independent_deff
+    if n > 0 and devices < min_devices:
+        floor = max(floor, nn / n)
     if n <= 0 or devices < 2:
         return DeviceRatio(devices, n, k, math.inf if n > 0 else math.nan, floor)
     p = k / n
@@ -234,6 +251,45 @@ def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool) -
     return binom_sf(k, n, p0) if above else binom_cdf(k, n, p0)
 
 
+def bisect(decides: Callable[[float], bool], lo: float, hi: float, steps: int = 60) -> float:
+    """The boundary in [lo, hi] where `decides` (true at lo, false at hi) turns false."""
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if decides(mid) else (lo, mid)
+    return (lo + hi) / 2
+
+
+def rate_bounds(k: float, n: float, alpha: float, sequential: bool) -> tuple[float | None, float | None]:
+    """The confidence sequence (sequential) or interval (fixed) of a rate that the rate test decides by:
+    lower = the largest p0 that `rate_p_value(..., above=True)` rejects at alpha, upper = the smallest p0
+    that `above=False` rejects; each side at `alpha`, so a threshold outside [lower, upper] is exactly a
+    threshold the test rejects (up to the bisection's 1e-12). None on a side no p0 in (0, 1) is rejected."""
+    if n <= 0:
+        return None, None
+    tiny = 1e-12
+
+    def above(p0: float) -> bool:
+        return rate_p_value(k, n, p0, True, sequential) <= alpha
+
+    def below(p0: float) -> bool:
+        return rate_p_value(k, n, p0, False, sequential) <= alpha
+
+    lo = bisect(above, tiny, 1 - tiny) if above(tiny) else None
+    hi = 1 - bisect(lambda q: below(1 - q), tiny, 1 - tiny) if below(1 - tiny) else None
+    return lo, hi
+
+
+def z_boundary(variance: float, tau: float, alpha: float, sequential: bool) -> float:
+    """The z at which the one-sided test of `z_p_value` reaches alpha (the half-width of its interval in
+    standard errors): the normal quantile for one look, the mixture SPRT's boundary for a sequence."""
+    if not sequential:
+        return _N.inv_cdf(1 - alpha)
+    if not (math.isfinite(variance) and variance > 0):
+        return math.nan
+    r = tau * tau / variance
+    return bisect(lambda z: msprt_p_value(z, r) > alpha, 0.0, 100.0)
+
+
 def smallest_n(holds: Callable[[int], bool], start: int, limit: int) -> int | None:
     """The smallest n >= start/2 for which `holds` (monotone in n) is true, None past `limit`:
     doubling from `start`, then bisection."""
@@ -266,9 +322,13 @@ def values_needed(p0: float, above: bool, alpha: float, sequential: bool, limit:
 
 
 def msprt_p_value(z: float, r: float) -> float:
-    """Always-valid p-value of the one-sided normal-mixture SPRT: z is the standardized effect
-    toward the alternative, r = tau^2 / Var(estimate). M = 2 (1+r)^-1/2 exp(z^2 r / (2(1+r)))
-    Phi(z sqrt(r/(1+r))); p = min(1, 1/M)."""
+    """Always-valid p-value of the one-sided mixture SPRT with a *half-normal* mixing distribution: the
+    alternatives are weighted by a normal N(0, tau^2) truncated to the harm side (effect > 0), the one-sided
+    form of Johari et al.'s normal-mixture mSPRT (whose two-sided normal mixture gives about twice this
+    p-value: z = 3.2, r = 25: 0.0186 here, 0.0371 two-sided). One-sided because the gate acts on one
+    direction only; the mixture over that side alone is still a nonnegative martingale under the null
+    boundary, so Ville's inequality holds. z is the standardized effect toward the alternative,
+    r = tau^2 / Var(estimate). M = 2 (1+r)^-1/2 exp(z^2 r / (2(1+r))) Phi(z sqrt(r/(1+r))); p = min(1, 1/M)."""
     if not (math.isfinite(z) and math.isfinite(r)) or r <= 0:
         return math.nan
     s = r / (1 + r)
@@ -382,20 +442,62 @@ def order_statistic_ranks(n: int, p: float, confidence: float) -> tuple[int | No
 
 def quantile_interval(grid_values: Sequence[float] | None, n: float, p: float,
                       confidence: float) -> tuple[float | None, float | None] | None:
-    """Bounds for the p-quantile read off quantile_disc over QUANTILE_GRID: exact ranks for
-    `n` values (pass the effective count to carry the design effect), rounded outwards onto the
-    grid. A side is None where no order statistic bounds it."""
+    """Bounds for the p-quantile read off quantile_disc over QUANTILE_GRID: exact ranks (l, u) for `n` values
+    (pass the effective count to carry the design effect), rounded outwards onto the grid. Rank r of n values
+    sits at the fraction r / n of the sample, so the lower bound is the grid's value at the largest fraction
+    <= l / n and the upper at the smallest fraction >= u / n (with n the true count this is the order
+    statistic itself, or the next one out). A side is None where no order statistic bounds it, or where its
+    bound lies below the grid's first fraction (the grid holds no value that low)."""
     if grid_values is None or len(grid_values) == 0 or n < 1:
         return None
-    whole = int(math.floor(n))
-    lo_rank, hi_rank = order_statistic_ranks(whole, p, confidence)
+    lo_rank, hi_rank = order_statistic_ranks(int(math.floor(n)), p, confidence)
     lo = hi = None
-    if lo_rank is not None:  # the largest grid fraction whose order statistic is at or below rank l
-        idx = [i for i, f in enumerate(QUANTILE_GRID) if math.ceil(f * whole - 1e-9) <= lo_rank]
+    if lo_rank is not None:
+        idx = [i for i, f in enumerate(QUANTILE_GRID) if f * n <= lo_rank + 1e-9]
         lo = float(grid_values[max(idx)]) if idx else None
-    if hi_rank is not None:  # the smallest at or above rank u
-        idx = [i for i, f in enumerate(QUANTILE_GRID) if math.ceil(f * whole - 1e-9) >= hi_rank]
+    if hi_rank is not None:
+        idx = [i for i, f in enumerate(QUANTILE_GRID) if f * n >= hi_rank - 1e-9]
         hi = float(grid_values[min(idx)]) if idx else None
+    return lo, hi
+
+
+def quantile_bounds_by_test(grid_values: Sequence[float] | None, n_eff: float, p: float, alpha: float,
+                            sequential: bool) -> tuple[float | None, float | None] | None:
+    """The interval of the p-quantile that the budget test decides by. A budget b fails when the test
+    (`rate_p_value` at alpha on n_eff effective values) finds the share of values above b past 1 - p, and is
+    proven safe when it finds that share below. Read off the order statistics on QUANTILE_GRID, the share
+    above the grid's value at fraction f being 1 - f: the lower bound is the value at the largest f whose
+    share the test finds past 1 - p, the upper the value at the smallest f whose share it finds below.
+    None on a side no grid value settles (too few values, or a bound outside the grid)."""
+    if grid_values is None or len(grid_values) == 0 or n_eff <= 0:
+        return None
+
+    def harm(i: int) -> bool:  # true for small i (a large share above), false from some i on
+        share = 1 - QUANTILE_GRID[i]
+        return rate_p_value(share * n_eff, n_eff, 1 - p, True, sequential) <= alpha
+
+    def safe(i: int) -> bool:  # false for small i, true from some i on
+        share = 1 - QUANTILE_GRID[i]
+        return rate_p_value(share * n_eff, n_eff, 1 - p, False, sequential) <= alpha
+
+    last = len(QUANTILE_GRID) - 1
+    lo = hi = None
+    if harm(0):
+        a, b = 0, last  # harm(a) true; find the last true
+        if harm(b):
+            a = b
+        while b - a > 1:
+            mid = (a + b) // 2
+            a, b = (mid, b) if harm(mid) else (a, mid)
+        lo = float(grid_values[a])
+    if safe(last):
+        a, b = 0, last  # safe(b) true; find the first true
+        if safe(a):
+            b = a
+        while b - a > 1:
+            mid = (a + b) // 2
+            a, b = (a, mid) if safe(mid) else (mid, b)
+        hi = float(grid_values[b])
     return lo, hi
 
 
@@ -443,24 +545,31 @@ def holm_levels(p_values: dict[Hashable, float], alpha: float) -> dict[Hashable,
 # ------------------------------------------------------------------ sizing
 
 
-def rows_needed_ratio(p_cloud: float, tolerance: float, delta: float, alpha: float, power: float,
-                      deff_edge: float, deff_cloud: float, cloud_share: float, tau: float,
-                      sequential: bool, limit: int = 50_000_000) -> int | None:
-    """Edge rows for the adoption test to reject with probability `power` when the true relative
-    loss is tolerance + delta, at the alpha actually spent, with `cloud_share` cloud rows per
-    edge row and the observed design effects (normal approximation to the score statistic)."""
+def units_needed_ratio(p_cloud: float, tolerance: float, delta: float, alpha: float, power: float,
+                       deff_edge: float, deff_cloud: float, cloud_share: float, tau: float,
+                       sequential: bool, limit: int = 50_000_000) -> int | None:
+    """Edge units (rows, or devices under the per_device estimand: whatever the ratio's n counts) for the
+    adoption test to reject with probability `power` when the true relative loss is tolerance + delta, at
+    the alpha actually spent, with `cloud_share` cloud units per edge unit and the observed design effects.
+
+    The score statistic is standardized by the variance under the null (the Farrington-Manning restricted
+    MLE, V0), while its spread under the alternative is V1: the test rejects with probability `power` once
+    (gap - z_power sqrt(V1)) / sqrt(V0) reaches the test's boundary (Farrington & Manning 1990, eq. 8; one
+    look: n = (z_alpha sqrt(v0) + z_power sqrt(v1))^2 / gap^2 per unit)."""
     theta = 1 - tolerance
     p2 = p_cloud
     p1 = p_cloud * (1 - tolerance - delta)
     if not 0 < p2 < 1 or p1 <= 0 or cloud_share <= 0:
         return None
     gap = theta * p2 - p1
-    z_beta = _N.inv_cdf(power)
+    z_power = _N.inv_cdf(power)
+    r1, r2 = fm_restricted(p1, 1.0, p2 * cloud_share, cloud_share, theta)  # restricted MLE at the expected counts
+    v0 = deff_edge * r1 * (1 - r1) + theta**2 * deff_cloud * r2 * (1 - r2) / cloud_share
+    v1 = deff_edge * p1 * (1 - p1) + theta**2 * deff_cloud * p2 * (1 - p2) / cloud_share
 
     def enough(n: int) -> bool:
-        var = deff_edge * p1 * (1 - p1) / n + theta**2 * deff_cloud * p2 * (1 - p2) / (n * cloud_share)
-        z = gap / math.sqrt(var) - z_beta  # the z reached with probability `power`
-        p = z_p_value(z, var, tau, sequential)
+        z = (gap * math.sqrt(n) - z_power * math.sqrt(v1)) / math.sqrt(v0)  # reached with probability `power`
+        p = z_p_value(z, v0 / n, tau, sequential)
         return math.isfinite(p) and p <= alpha
 
     return smallest_n(enough, 16, limit)

@@ -95,8 +95,8 @@ def _limit(check: Any, short: bool = False) -> str:
 DECISION_STYLE = {"rollback_to_cloud": "bold_red", "keep_edge": "green", "insufficient_data": "yellow"}
 VERDICT_STYLE = {"rollback_to_cloud": "bold_red", "partial_rollback": "bold_red", "keep_edge": "bold_green",
                  "insufficient_data": "bold_yellow"}
-MARKS = ("marks: X failed, ? insufficient data, - not applicable, ~ borderline (the interval straddles the threshold), "
-         "(obs) observe-only (never blocks)")
+MARKS = ("marks: X failed, ? insufficient data, - not applicable, "
+         "~ borderline (the decision's interval holds the threshold), (obs) observe-only (never blocks)")
 
 
 def _cell(check: Any, observe_column: bool) -> tuple[str, str]:
@@ -250,12 +250,15 @@ def _why(segment: Any) -> str:
     return WHY[segment.decision].format(failed=", ".join(segment.failed_gates))
 
 
-def _interval(iv: Sequence[float | None] | None, unit: str) -> str:
+def _interval(iv: Sequence[float | None] | None, unit: str, alpha: float | None = None) -> str:
+    """The decision's interval (at the alpha its test had), or with no alpha a fixed 95 % one, said so."""
     if not iv or (iv[0] is None and iv[1] is None):
         return ""
     lo = in_unit(iv[0], unit, short=True) if iv[0] is not None else "unbounded"
     hi = in_unit(iv[1], unit) if iv[1] is not None else "unbounded (too few values for an upper bound)"
-    return f"95% interval {lo} to {hi}"
+    if alpha is None:
+        return f"95% interval {lo} to {hi} (for reading: not the decision's)"
+    return f"decision interval {lo} to {hi} (at alpha {alpha * 100:.2g}%, the level its test had)"
 
 
 def _extra(name: str, value: Any) -> str:
@@ -268,8 +271,15 @@ def _extra(name: str, value: Any) -> str:
         "cap_seconds": lambda v: f"cap {v:,.0f} s of edge inference per device-day",
         "edge_adoption": lambda v: f"edge adoption {percent(v)}",
         "cloud_rows": lambda v: f"{v:,} cloud rows",
-        "rows_to_detect": lambda v: f"{v:,} edge rows would detect a loss of twice the threshold (80% power, "
-                                    "at the alpha this test has now)",
+        "devices_to_detect": lambda v: f"{v:,} edge devices would catch a loss of twice the threshold (80% power, "
+                                       "at the alpha this test has now)",
+        "more_devices_to_detect": lambda v: f"{v:,} more than now" if v else "",
+        "nights_to_detect": lambda v: f"about {v:,} more nights at the current inflow" if v else "",
+        "edge_units": lambda v: "",
+        "cloud_units": lambda v: "",
+        "estimand": lambda v: {"per_device": "each device counts once (a loss of users' adoption)",
+                               "capped_requests": "each device's requests count up to a cap",
+                               "requests": "each request counts once (a loss of requests)"}.get(v, v),
         "share_over_budget": lambda v: f"{percent(v)} of values above the budget (5% allowed)",
         "cloud_devices": lambda v: f"{v:,} cloud devices",
         "cloud_design_effect": lambda v: f"cloud design effect {v:.2f}",
@@ -285,7 +295,8 @@ def _check_parts(check: Any) -> list[str]:
     measured = "measured -" if check.measured is None else (
         ("p95 " if spec.kind == "p95_budget" or check.gate == "weak_network_latency" else "")
         + in_unit(check.measured, spec.unit))
-    parts = [measured, _interval(check.interval, spec.unit)]
+    parts = [measured, _interval(check.interval, spec.unit, check.interval_alpha) if check.interval_alpha
+             else _interval(check.interval or check.reading_interval, spec.unit)]
     if check.gate != "weak_network_latency":
         parts.append(f"threshold {_limit(check)}" if check.threshold is not None else "")
     if check.baseline is not None:

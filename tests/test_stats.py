@@ -190,10 +190,10 @@ def test_hall_sheather_bandwidth_known_value():
     assert S.hall_sheather(100, 0.95, 0.95) == pytest.approx(0.04572, abs=2e-4)
 
 
-def test_rows_needed_grows_with_the_design_effect_and_the_sequential_price():
+def test_units_needed_grows_with_the_design_effect_and_the_sequential_price():
     base = dict(p_cloud=0.92, tolerance=0.03, delta=0.03, alpha=0.05 / 7 / 12, power=0.8, deff_cloud=1.0,
                 cloud_share=0.25, tau=0.06 * 0.92)
-    fixed = S.rows_needed_ratio(deff_edge=1.0, sequential=False, **base)
-    seq = S.rows_needed_ratio(deff_edge=1.0, sequential=True, **base)
-    clustered = S.rows_needed_ratio(deff_edge=3.0, sequential=True, **base)
+    fixed = S.units_needed_ratio(deff_edge=1.0, sequential=False, **base)
+    seq = S.units_needed_ratio(deff_edge=1.0, sequential=True, **base)
+    clustered = S.units_needed_ratio(deff_edge=3.0, sequential=True, **base)
     assert fixed < seq < clustered

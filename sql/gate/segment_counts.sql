@@ -1,11 +1,17 @@
 -- name: segment_counts
 -- description: per side (edge | cloud) and level (segment, task x tier, task x bucket, task, release): per-device sums of every rate the gate tests
--- params: release, window_start, window_end, budget_tasks, peak_budget, resident_budget, total_budget, cold_budget, rise_budget, peak_default, resident_default, total_default, cold_default, rise_default
+-- params: release, window_start, window_end, weight_cap, budget_tasks, peak_budget, resident_budget, total_budget, cold_budget, rise_budget, peak_default, resident_default, total_default, cold_default, rise_default
 -- The unit of independence is the device: stage 1 counts per device (within each level), stage 2
 -- sums those counts and their squares, from which pipeline/stats.py gets each ratio's
 -- cluster-robust variance (k = numerator, n = denominator: <k>, <k>_kk = sum k_i^2, <k>_kn = sum k_i n_i,
 -- <n>, <n>_nn = sum n_i^2, <n>_devices = devices with n_i > 0). `*_over` counts values above the task's p95 budget ($budget_tasks
 -- names the tasks with their own budget, the *_budget lists hold them in the same order).
+-- The estimand (gates/admission.yaml statistics.estimand) weighs each device's rows in the rate and comparison
+-- gates: a device with n rows of which k count weighs w = least(n, $weight_cap) (1: every device once, the
+-- mean of per-device rates; a huge cap: every row once) and contributes w * k / n. For those ratios
+-- (rows: adopted, fallbacks; failures: detected; throttled_n: throttled) `<n>_w` and `<k>_w` are the
+-- weighted sums, `<n>_nn`, `<k>_kk`, `<k>_kn` their squares and cross products, `<n>_ind` = sum w^2 / n
+-- (the variance if rows were independent). The p95 budgets count requests (a p95 is a request quantile).
 WITH picked AS (
     SELECT *, CASE WHEN on_device THEN 'edge' ELSE 'cloud' END AS side,
            list_position($budget_tasks, task) AS budget_at
@@ -39,18 +45,39 @@ per_device AS (
     FROM budgeted
     GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket, device_id), (side, task, device_tier, device_id),
                             (side, task, network_bucket, device_id), (side, task, device_id), (side, device_id))
+),
+weighted AS (
+    SELECT *,
+           CASE WHEN rows > 0 THEN least(rows, $weight_cap) ELSE 0 END AS rows_w,
+           CASE WHEN failures > 0 THEN least(failures, $weight_cap) ELSE 0 END AS failures_w,
+           CASE WHEN throttled_n > 0 THEN least(throttled_n, $weight_cap) ELSE 0 END AS throttled_n_w
+    FROM per_device
+),
+contributions AS (
+    SELECT *,
+           CASE WHEN rows > 0 THEN rows_w * adopted / rows ELSE 0 END AS adopted_w,
+           CASE WHEN rows > 0 THEN rows_w * fallbacks / rows ELSE 0 END AS fallbacks_w,
+           CASE WHEN failures > 0 THEN failures_w * detected / failures ELSE 0 END AS detected_w,
+           CASE WHEN throttled_n > 0 THEN throttled_n_w * throttled / throttled_n ELSE 0 END AS throttled_w
+    FROM weighted
 )
 SELECT side, task, device_tier, network_bucket, level,  -- 0 segment, 1 task x tier, 2 task x bucket, 3 task, 7 release
        count(*) AS devices,
-       sum(rows) AS rows, sum(rows * rows) AS rows_nn,
-       sum(adopted) AS adopted, sum(adopted * adopted) AS adopted_kk, sum(adopted * rows) AS adopted_kn,
-       sum(fallbacks) AS fallbacks, sum(fallbacks * fallbacks) AS fallbacks_kk, sum(fallbacks * rows) AS fallbacks_kn,
-       sum(failures) AS failures, sum(failures * failures) AS failures_nn,
+       sum(rows) AS rows, sum(rows_w) AS rows_w, sum(rows_w * rows_w) AS rows_nn, sum(rows_w * rows_w / rows) AS rows_ind,
+       sum(adopted) AS adopted, sum(adopted_w) AS adopted_w, sum(adopted_w * adopted_w) AS adopted_kk,
+       sum(adopted_w * rows_w) AS adopted_kn,
+       sum(fallbacks) AS fallbacks, sum(fallbacks_w) AS fallbacks_w, sum(fallbacks_w * fallbacks_w) AS fallbacks_kk,
+       sum(fallbacks_w * rows_w) AS fallbacks_kn,
+       sum(failures) AS failures, sum(failures_w) AS failures_w, sum(failures_w * failures_w) AS failures_nn,
+       sum(CASE WHEN failures > 0 THEN failures_w * failures_w / failures END) AS failures_ind,
        count(*) FILTER (WHERE failures > 0) AS failures_devices,
-       sum(detected) AS detected, sum(detected * detected) AS detected_kk, sum(detected * failures) AS detected_kn,
-       sum(throttled_n) AS throttled_n, sum(throttled_n * throttled_n) AS throttled_n_nn, count(*) FILTER (WHERE throttled_n > 0) AS throttled_n_devices,
-       sum(throttled) AS throttled, sum(throttled * throttled) AS throttled_kk,
-       sum(throttled * throttled_n) AS throttled_kn,
+       sum(detected) AS detected, sum(detected_w) AS detected_w, sum(detected_w * detected_w) AS detected_kk,
+       sum(detected_w * failures_w) AS detected_kn,
+       sum(throttled_n) AS throttled_n, sum(throttled_n_w) AS throttled_n_w, sum(throttled_n_w * throttled_n_w) AS throttled_n_nn,
+       sum(CASE WHEN throttled_n > 0 THEN throttled_n_w * throttled_n_w / throttled_n END) AS throttled_n_ind,
+       count(*) FILTER (WHERE throttled_n > 0) AS throttled_n_devices,
+       sum(throttled) AS throttled, sum(throttled_w) AS throttled_w, sum(throttled_w * throttled_w) AS throttled_kk,
+       sum(throttled_w * throttled_n_w) AS throttled_kn,
        sum(peak_n) AS peak_n, sum(peak_n * peak_n) AS peak_n_nn, count(*) FILTER (WHERE peak_n > 0) AS peak_n_devices,
        sum(peak_over) AS peak_over, sum(peak_over * peak_over) AS peak_over_kk, sum(peak_over * peak_n) AS peak_over_kn,
        sum(resident_n) AS resident_n, sum(resident_n * resident_n) AS resident_n_nn, count(*) FILTER (WHERE resident_n > 0) AS resident_n_devices,
@@ -63,5 +90,5 @@ SELECT side, task, device_tier, network_bucket, level,  -- 0 segment, 1 task x t
        sum(cold_over) AS cold_over, sum(cold_over * cold_over) AS cold_over_kk, sum(cold_over * cold_n) AS cold_over_kn,
        sum(rise_n) AS rise_n, sum(rise_n * rise_n) AS rise_n_nn, count(*) FILTER (WHERE rise_n > 0) AS rise_n_devices,
        sum(rise_over) AS rise_over, sum(rise_over * rise_over) AS rise_over_kk, sum(rise_over * rise_n) AS rise_over_kn
-FROM per_device
+FROM contributions
 GROUP BY side, task, device_tier, network_bucket, level

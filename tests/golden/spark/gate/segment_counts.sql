@@ -61,6 +61,21 @@ WITH picked AS (
       (side, task, device_id),
       (side, device_id)
     )
+), weighted AS (
+  SELECT
+    *,
+    CASE WHEN rows > 0 THEN LEAST(rows, :weight_cap) ELSE 0 END AS rows_w,
+    CASE WHEN failures > 0 THEN LEAST(failures, :weight_cap) ELSE 0 END AS failures_w,
+    CASE WHEN throttled_n > 0 THEN LEAST(throttled_n, :weight_cap) ELSE 0 END AS throttled_n_w
+  FROM per_device
+), contributions AS (
+  SELECT
+    *,
+    CASE WHEN rows > 0 THEN rows_w * adopted / rows ELSE 0 END AS adopted_w,
+    CASE WHEN rows > 0 THEN rows_w * fallbacks / rows ELSE 0 END AS fallbacks_w,
+    CASE WHEN failures > 0 THEN failures_w * detected / failures ELSE 0 END AS detected_w,
+    CASE WHEN throttled_n > 0 THEN throttled_n_w * throttled / throttled_n ELSE 0 END AS throttled_w
+  FROM weighted
 )
 SELECT
   side,
@@ -70,27 +85,37 @@ SELECT
   level,
   COUNT(*) AS devices,
   SUM(rows) AS rows,
-  SUM(rows * rows) AS rows_nn,
+  SUM(rows_w) AS rows_w,
+  SUM(rows_w * rows_w) AS rows_nn,
+  SUM(rows_w * rows_w / rows) AS rows_ind,
   SUM(adopted) AS adopted,
-  SUM(adopted * adopted) AS adopted_kk,
-  SUM(adopted * rows) AS adopted_kn,
+  SUM(adopted_w) AS adopted_w,
+  SUM(adopted_w * adopted_w) AS adopted_kk,
+  SUM(adopted_w * rows_w) AS adopted_kn,
   SUM(fallbacks) AS fallbacks,
-  SUM(fallbacks * fallbacks) AS fallbacks_kk,
-  SUM(fallbacks * rows) AS fallbacks_kn,
+  SUM(fallbacks_w) AS fallbacks_w,
+  SUM(fallbacks_w * fallbacks_w) AS fallbacks_kk,
+  SUM(fallbacks_w * rows_w) AS fallbacks_kn,
   SUM(failures) AS failures,
-  SUM(failures * failures) AS failures_nn,
+  SUM(failures_w) AS failures_w,
+  SUM(failures_w * failures_w) AS failures_nn,
+  SUM(CASE WHEN failures > 0 THEN failures_w * failures_w / failures END) AS failures_ind,
   COUNT(*) FILTER(WHERE
     failures > 0) AS failures_devices,
   SUM(detected) AS detected,
-  SUM(detected * detected) AS detected_kk,
-  SUM(detected * failures) AS detected_kn,
+  SUM(detected_w) AS detected_w,
+  SUM(detected_w * detected_w) AS detected_kk,
+  SUM(detected_w * failures_w) AS detected_kn,
   SUM(throttled_n) AS throttled_n,
-  SUM(throttled_n * throttled_n) AS throttled_n_nn,
+  SUM(throttled_n_w) AS throttled_n_w,
+  SUM(throttled_n_w * throttled_n_w) AS throttled_n_nn,
+  SUM(CASE WHEN throttled_n > 0 THEN throttled_n_w * throttled_n_w / throttled_n END) AS throttled_n_ind,
   COUNT(*) FILTER(WHERE
     throttled_n > 0) AS throttled_n_devices,
   SUM(throttled) AS throttled,
-  SUM(throttled * throttled) AS throttled_kk,
-  SUM(throttled * throttled_n) AS throttled_kn,
+  SUM(throttled_w) AS throttled_w,
+  SUM(throttled_w * throttled_w) AS throttled_kk,
+  SUM(throttled_w * throttled_n_w) AS throttled_kn,
   SUM(peak_n) AS peak_n,
   SUM(peak_n * peak_n) AS peak_n_nn,
   COUNT(*) FILTER(WHERE
@@ -126,7 +151,7 @@ SELECT
   SUM(rise_over) AS rise_over,
   SUM(rise_over * rise_over) AS rise_over_kk,
   SUM(rise_over * rise_n) AS rise_over_kn
-FROM per_device
+FROM contributions
 GROUP BY
   side,
   task,
