@@ -342,6 +342,7 @@ class Sweep:
     clustered: bool = True
     loss: float = 0.0
     p95_factor: float | None = None
+    population: Any = None  # a simulate.Population of the heterogeneity family (instead of `clustered`)
 
 
 SWEEPS: tuple[Sweep, ...] = (
@@ -367,6 +368,8 @@ class SweepResult:
     sweep: Sweep
     runs: int = 0
     ever: int = 0  # runs rolled back on some night
+    by_night_7: int = 0  # ... on one of the first 7 nights
+    for_quality: int = 0  # runs in which quality_loss rolled a segment (or the release) back
     first_nights: list[int] = field(default_factory=list)
     median_rows: list[int] = field(default_factory=list)
     looks: int = 0  # p95 sweeps: judged segment looks of inference_duration ...
@@ -379,6 +382,7 @@ class SweepResult:
         d: dict[str, Any] = {"sweep": self.sweep.name, "scenario": self.sweep.scenario, "rows": self.sweep.rows,
                              "clustered": self.sweep.clustered, "loss": self.sweep.loss, "runs": self.runs,
                              "rolled_back_some_night": self.ever, "rate": self.ever / self.runs if self.runs else None,
+                             "rolled_back_by_night_7": self.by_night_7, "rolled_back_for_quality": self.for_quality,
                              "interval_95": [lo, hi],
                              "first_night_median": float(np.median(self.first_nights)) if self.first_nights else None,
                              "median_segment_rows": int(np.median(self.median_rows)) if self.median_rows else None}
@@ -391,12 +395,15 @@ class SweepResult:
 def run_sweep(sweep: Sweep, seed: int, config: Config, nights: int = 14) -> SweepResult:
     from pipeline.simulate import CLUSTERED, INDEPENDENT
 
-    looks = simulated_rollout(sweep.scenario, sweep.rows, seed, config, nights,
-                              CLUSTERED if sweep.clustered else INDEPENDENT, sweep.loss, sweep.p95_factor)
+    population = sweep.population or (CLUSTERED if sweep.clustered else INDEPENDENT)
+    looks = simulated_rollout(sweep.scenario, sweep.rows, seed, config, nights, population, sweep.loss,
+                              sweep.p95_factor)
     out = SweepResult(sweep, runs=1, median_rows=[_median_segment_rows(looks[-1].result)])
     rolled = [look.night for look in looks if look.rolled]
     if rolled:
         out.ever, out.first_nights = 1, [rolled[0]]
+        out.by_night_7 = int(rolled[0] <= 7)
+    out.for_quality = int(any("quality_loss" in look.rolled_gates for look in looks))
     if sweep.p95_factor is not None:
         for look in looks:
             for seg in look.result.judged:
@@ -415,6 +422,8 @@ def merge(results: list[SweepResult]) -> SweepResult:
     for r in results:
         total.runs += r.runs
         total.ever += r.ever
+        total.by_night_7 += r.by_night_7
+        total.for_quality += r.for_quality
         total.first_nights += r.first_nights
         total.median_rows += r.median_rows
         total.looks += r.looks

@@ -243,7 +243,8 @@ def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
     return (alt.layer(errors, points, line, label).properties(width=360, height=240)
             .facet(column=alt.Column("memory:N", title=None, sort=["peak", "resident"]))
             .resolve_scale(y="shared")
-            .properties(title="memory p95 per segment, by tier, with the decision's interval (dashed: the gate's limit)"))
+            .properties(title="memory p95 per segment, by tier, with the decision's interval "
+                              "(dashed: the gate's limit)"))
 
 
 def _temperature_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]]) -> Any:

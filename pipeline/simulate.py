@@ -149,12 +149,22 @@ CLOUD_TIMEOUT_MS = 15_000.0
 
 @dataclass(frozen=True)
 class Population:
-    """How devices differ (module docstring)."""
+    """How devices differ (module docstring, "Heterogeneous users")."""
 
     activity_sigma: float = 0.7  # lognormal sigma of requests per device
     device_adoption_sd: float = 0.0  # sd of a device's logit shift of adoption (edge and cloud alike)
     device_speed_sd: float = 0.0  # sd of a device's log factor on edge compute time
     rows_per_device: float = 20.0  # the population has about rows / this devices
+    # the heterogeneity family (issue 25): 0 / None leave the defaults above in charge
+    devices: int = 0  # the population's size (instead of rows / rows_per_device)
+    adoption_concentration: float = 0.0  # per-device adoption propensity ~ Beta(c p, c (1 - p)) around the task's
+    activity_pareto: float = 0.0  # tail index of Pareto activity (instead of lognormal); 1.1-1.3 is a real app
+    chatty_share: float = 0.0  # this share of devices sends CHATTY_FACTOR x its activity (bots, test phones)
+    holdback_share: float = 0.0  # a device's requests all go to the cloud with this probability (per device)
+    arrival_days: float = 0.0  # devices join uniformly over the first this many days of the rollout
+
+
+CHATTY_FACTOR = 30.0
 
 
 INDEPENDENT = Population()
@@ -232,13 +242,21 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
         call += f"|{population}|{edge_adoption_loss}"
     id_rng = np.random.default_rng([seed, *_words(call), 2])
     cols = _events(rng, rows, model, population, edge_adoption_loss)
+    arrival = cols.pop("_arrival_days")
     t0 = int((start - datetime(1970, 1, 1)) / timedelta(microseconds=1))
-    cols["event_time"] = np.sort(t0 + rng.integers(0, days * 86_400_000_000, rows, dtype=np.int64))
+    if arrival is None:
+        cols["event_time"] = np.sort(t0 + rng.integers(0, days * 86_400_000_000, rows, dtype=np.int64))
+    else:  # a device's requests fall between its arrival and the end
+        first = np.minimum(arrival, days - 1e-6)
+        offset = (first + rng.random(rows) * (days - first)) * 86_400_000_000
+        cols["event_time"] = t0 + offset.astype(np.int64)
     cols["release"] = _strings((release,), np.zeros(rows, dtype=np.int32))
     patch = rng.choice(3, rows, p=(0.7, 0.2, 0.1))
     cols["app_version"] = _strings(tuple(f"{release}.{i}" for i in range(3)), patch)
     cols["event_id"] = _uuid4_text(id_rng, rows)
     table = _to_table(cols)
+    if arrival is not None:
+        table = table.take(pc.sort_indices(table, [("event_time", "ascending")]))
     if bad_rows:
         future = max(start + timedelta(days=days), _today()) + timedelta(days=3)
         table = _break_rows(table, rng, bad_rows, future)
@@ -338,9 +356,18 @@ def _devices(rng: np.random.Generator, count: int, pop: Population) -> dict[str,
                           rng.choice(len(ANDROID), count, p=(0.1, 0.25, 0.4, 0.25)))
     soc[rng.random(count) < 0.01] = -1
     os_version[rng.random(count) < 0.005] = -1
+    activity = rng.lognormal(0, pop.activity_sigma, count)
+    if pop.activity_pareto:
+        activity = rng.pareto(pop.activity_pareto, count) + 1.0
+    if pop.chatty_share:
+        activity = np.where(rng.random(count) < pop.chatty_share, activity * CHATTY_FACTOR, activity)
     return {"tier": tier, "mem": mem, "soc": soc, "os": os_version,
             "npu": rng.random(count) < np.take(NPU_P, tier), "npu_null": rng.random(count) < 0.01,
-            "activity": rng.lognormal(0, pop.activity_sigma, count),
+            "activity": activity,
+            # heterogeneity family: drawn only when asked for, so the other populations' random streams stay
+            "propensity_u": rng.random((count, len(TASKS))) if pop.adoption_concentration else None,
+            "holdback": rng.random(count) < pop.holdback_share if pop.holdback_share else None,
+            "arrival": rng.random(count) * pop.arrival_days if pop.arrival_days else None,
             "id": _hex_strings(rng.integers(0, 256, (count, 8), dtype=np.uint8)),
             # drawn only when asked for, so the default population's random stream is the one it always was
             "adoption_shift": pop.device_adoption_sd * rng.standard_normal(count) if pop.device_adoption_sd
@@ -395,21 +422,35 @@ def _draw_categories(rng: np.random.Generator, cell: np.ndarray, probs: np.ndarr
     return np.searchsorted(edges, cell + u, side="right") - cell * inner.shape[1]
 
 
-def _device_adoption(rng: np.random.Generator, cat: np.ndarray, probs: np.ndarray, shift: np.ndarray) -> np.ndarray:
+def _device_adoption(rng: np.random.Generator, cat: np.ndarray, probs: np.ndarray, shift: np.ndarray,
+                     target: np.ndarray | None = None) -> np.ndarray:
     """Move rows between ADOPT and ABANDON so that a row's chance of ADOPT is
-    expit(logit(cell's P(ADOPT)) + its device's shift)."""
+    expit(logit(cell's P(ADOPT)) + its device's shift), or `target` when given."""
     a = probs[:, ADOPT].clip(1e-9, 1 - 1e-9)
-    target = 1 / (1 + np.exp(-(np.log(a / (1 - a)) + shift)))
+    if target is None:
+        target = 1 / (1 + np.exp(-(np.log(a / (1 - a)) + shift)))
     u = rng.random(len(cat))
     up = (target > a) & (cat != ADOPT) & (u < (target - a) / (1 - a))
     down = (target < a) & (cat == ADOPT) & (u < (a - target) / a)
     return np.where(up, ADOPT, np.where(down, ABANDON, cat))
 
 
+def _propensity_target(dev: dict, d: np.ndarray, task: np.ndarray, probs: np.ndarray, pop: Population) -> np.ndarray:
+    """A row's chance of ADOPT: its device's own propensity for the task, Beta(c p, c (1 - p)) around the task's
+    cloud adoption p (drawn from the device's uniform by the Beta's quantile function), times the row's cell
+    over the cloud's (the edge's relative loss applies to every user alike), within [0, 1]."""
+    from scipy.special import betaincinv  # the simulator's heterogeneity family only
+
+    c = pop.adoption_concentration
+    p_task = np.array([CLOUD_OUTCOMES[t][0] for t in TASKS])[task]
+    propensity = betaincinv(c * p_task, c * (1 - p_task), dev["propensity_u"][d, task])
+    return np.clip(propensity * probs[:, ADOPT] / p_task, 0.0, 1.0)
+
+
 def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEPENDENT,
             edge_adoption_loss: float = 0.0) -> dict[str, np.ndarray | pa.Array]:
     """All per-request columns except event_time / release / app_version (NaN = null)."""
-    dev = _devices(rng, max(50, int(n / pop.rows_per_device)), pop)
+    dev = _devices(rng, pop.devices or max(50, int(n / pop.rows_per_device)), pop)
     d = rng.choice(len(dev["tier"]), n, p=dev["activity"] / dev["activity"].sum())
     tier = dev["tier"][d]
     task = rng.choice(len(TASKS), n, p=TASK_P)
@@ -422,7 +463,11 @@ def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEP
     bucket = np.where(offline, 2, weak.astype(int))
 
     r = rng.random(n)
-    route = np.where(offline | (r >= 0.23), 0, np.where(r < 0.20, 1, 2))  # 0 edge, 1 cloud, 2 with check
+    if dev["holdback"] is not None:  # a device is in the hold-back or not, all its requests alike
+        held = dev["holdback"][d]
+        route = np.where(held, 1, np.where(offline | (r >= 0.03), 0, 2))
+    else:
+        route = np.where(offline | (r >= 0.23), 0, np.where(r < 0.20, 1, 2))  # 0 edge, 1 cloud, 2 with check
     cloud = route == 1
     edge = ~cloud
 
@@ -435,6 +480,8 @@ def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEP
     cat = _draw_categories(rng, cell, probs)
     if pop.device_adoption_sd:
         cat = _device_adoption(rng, cat, probs[cell], dev["adoption_shift"][d])
+    if pop.adoption_concentration:
+        cat = _device_adoption(rng, cat, probs[cell], np.zeros(n), _propensity_target(dev, d, task, probs[cell], pop))
     if edge_adoption_loss:  # exact: ADOPT rows go with the probability that removes this share of all adoptions
         p_adopt, p_auto = probs[cell, ADOPT], probs[cell, AUTO_ADOPT]
         flip = edge & (cat == ADOPT) & (rng.random(n) < edge_adoption_loss * (p_adopt + p_auto) / p_adopt)
@@ -521,6 +568,7 @@ def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEP
         "battery_pct": np.where(rng.random(n) < 0.005, np.nan, np.round(rng.uniform(5, 100, n))),
         "outcome": _strings(OUTCOMES, np.array([OUTCOMES.index(c[0]) for c in CATEGORIES])[cat]),
         "auto_fallback": auto, "error_code": _strings(ERROR_CODES, err),
+        "_arrival_days": dev["arrival"][d] if dev["arrival"] is not None else None,
     }
 
 

@@ -1,0 +1,115 @@
+"""Operating characteristics of the shipped gate over the heterogeneity family (README "Operating
+characteristics"), by simulation: the README's table is this script's output.
+
+    .venv/bin/python bench/power.py [--runs 20] [--jobs 2] [--points all|NAME,...] [--json out.json]
+
+Each grid point is a population of `pipeline simulate` (simulate.Population): per-device adoption propensity
+Beta(c p, c (1 - p)) around the task's rate, Pareto or lognormal activity, 0.2 % chatty devices (30 x activity),
+a per-device cloud hold-back, devices arriving over the first 7 days. Each release is about 4,300 rows a night
+for 14 nights, judged after every night with gates/admission.yaml as shipped and the rollout policy. Effects:
+A/A (edge outcomes drawn as the cloud's), an adoption loss at the 3 % tolerance, 10 % and 15 % (relative, every
+user alike). Printed per point: edge and cloud devices, the top 1 % / 10 % devices' share of rows, then per
+effect the releases rolled back on some night (by night 7 for the 15 % loss), with a 95 % Wilson interval, and
+the median devices_to_detect of the release-wide quality check on night 7.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline import stats
+from pipeline.backtest import Sweep, run_sweep
+from pipeline.config import load_config
+from pipeline.simulate import Population, generate
+
+ROWS = 60_000  # ~4,300 a night over 14 nights
+NIGHTS = 14
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str
+    population: Population
+
+
+def _pop(devices: int, concentration: float, pareto: float = 0.0, sigma: float = 0.7, holdback: float = 0.2):
+    return Population(devices=devices, adoption_concentration=concentration, activity_pareto=pareto,
+                      activity_sigma=sigma, chatty_share=0.002, holdback_share=holdback, arrival_days=7)
+
+
+GRID: tuple[Point, ...] = (
+    Point("grey release: c 5, Pareto 1.3, 2,400 devices, hold-back 20 %", _pop(2400, 5, pareto=1.3)),
+    Point("most dispersed: c 1, Pareto 1.1, 2,000 devices, hold-back 10 %", _pop(2000, 1, pareto=1.1, holdback=0.1)),
+    Point("homogeneous users, heavy tail: c 50, Pareto 1.1, 2,000, 10 %", _pop(2000, 50, pareto=1.1, holdback=0.1)),
+    Point("lognormal sigma 2: c 1, 2,000 devices, hold-back 20 %", _pop(2000, 1, sigma=2.0)),
+    Point("light tail: c 50, Pareto 3, 2,000 devices, hold-back 30 %", _pop(2000, 50, pareto=3.0, holdback=0.3)),
+    Point("many devices: c 1, Pareto 1.1, 6,000 devices, hold-back 30 %", _pop(6000, 1, pareto=1.1, holdback=0.3)),
+    Point("small: c 5, Pareto 1.3, 400 devices, hold-back 20 %", _pop(400, 5, pareto=1.3)),
+)
+EFFECTS = (("A/A", 0.0), ("loss 3 % (the tolerance)", 0.03), ("loss 10 %", 0.10), ("loss 15 %", 0.15))
+
+
+def shape(pop: Population) -> dict[str, float]:
+    """Edge and cloud devices and the activity concentration of one release of this population."""
+    t = generate("4.12", ROWS, "aa", seed=0, days=NIGHTS, population=pop)
+    ids = np.asarray(t["device_id"].to_pylist())
+    cloud = np.asarray(t["route"].to_pylist()) == "cloud"
+    _, counts = np.unique(ids, return_counts=True)
+    counts = np.sort(counts)[::-1]
+    top = lambda share: counts[: max(1, len(counts) * share // 100)].sum() / counts.sum()  # noqa: E731
+    return {"edge_devices": len(np.unique(ids[~cloud])), "cloud_devices": len(np.unique(ids[cloud])),
+            "top_1pct_rows": float(top(1)), "top_10pct_rows": float(top(10))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--points", default="all", help="comma-separated point numbers (1-based), or all")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args()
+    config = load_config(None)
+    points = GRID if args.points == "all" else tuple(GRID[int(i) - 1] for i in args.points.split(","))
+    sweeps = [Sweep(f"{p.name} | {label}", "aa", ROWS, loss=loss, population=p.population)
+              for p in points for label, loss in EFFECTS]
+    tasks = [(sw, seed, config, NIGHTS) for sw in sweeps for seed in range(args.runs)]
+    started = time.time()
+    if args.jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+            done = pool.starmap(run_sweep, tasks, chunksize=1)
+    else:
+        done = [run_sweep(*t) for t in tasks]
+    out = []
+    print(f"{args.runs} releases per cell, {NIGHTS} nightly looks each, gates/admission.yaml as shipped "
+          f"(estimand {config.statistics.estimand}, method {config.statistics.method}); "
+          f"{time.time() - started:.0f} s\n")
+    print("| population | edge / cloud devices | top 1 % / 10 % of rows | A/A rolled back | loss 3 % rolled back "
+          "| loss 10 % by night 14 | loss 15 % by night 7 |")
+    print("|---|---|---|---|---|---|---|")
+    for i, p in enumerate(points):
+        sh = shape(p.population)
+        cells = []
+        for j, (label, loss) in enumerate(EFFECTS):
+            rs = [r for r in done[(i * len(EFFECTS) + j) * args.runs:(i * len(EFFECTS) + j + 1) * args.runs]]
+            k = sum(r.by_night_7 for r in rs) if loss == 0.15 else sum(r.ever for r in rs)
+            lo, hi = stats.wilson(k, len(rs), 0.95) or (0, 0)
+            cells.append(f"{k}/{len(rs)} [{lo:.0%}, {hi:.0%}]")
+            out.append({"point": p.name, "effect": label, "loss": loss, "runs": len(rs), "rolled_back": k,
+                        "interval_95": [lo, hi], **sh,
+                        "first_nights": [n for r in rs for n in r.first_nights]})
+        print(f"| {p.name} | {sh['edge_devices']:,} / {sh['cloud_devices']:,} | "
+              f"{sh['top_1pct_rows']:.0%} / {sh['top_10pct_rows']:.0%} | " + " | ".join(cells) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
