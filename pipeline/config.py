@@ -235,6 +235,9 @@ class Config:
     min_devices: int = _f(20, 2, 10_000_000, help="devices a figure needs for its device-level variance to be "
                           "trusted; with fewer, every device's rows count as fully correlated (the worst case)")
     window_days: int = _f(14, 1, 3650)
+    completeness_lag_hours: float = _f(0.0, 0, 24 * 14, help="rows younger than this at --as-of are held back: "
+                                       "telemetry of the last hours is incomplete, and late uploads come from weak "
+                                       "and offline devices (the gate prints the arrival lag it measures)")
     tasks: tuple[str, ...] = _f((), blank=False, help="the product tasks task_overrides may name")
     network: Network = Network()
     gates: Gates = Gates()

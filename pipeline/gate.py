@@ -55,6 +55,7 @@ P95 = quantiles.P95
 # weak-network latency: an edge p95 25 % slower than the cloud's (log scale).
 WEAK_LATENCY_TAU = math.log(1.25)
 MIN_FALLBACK_TAU = 0.02
+LATE_FACTOR = 1.25  # a bucket whose p95 arrival lag is this much behind the promptest one's arrives late
 # why a check failed when only this test rejected
 _TEST_NOTES = {"throttled_share": "throttled share above its ceiling", "excess": "fallback rate above the cloud's "
                "by more than the margin", "ceiling": "fallback rate above its ceiling"}
@@ -192,6 +193,23 @@ class GateResult:
     # where the window's p95s came from (pipeline/quantiles.py): estimator, its relative error, the engine
     quantiles: dict[str, Any] = field(default_factory=lambda: {"estimator": "exact", "relative_error": None,
                                                                "engine": "duckdb"})
+    held_back_hours: float = 0.0  # config.completeness_lag_hours: the window ends this long before as_of
+    # per network bucket: rows, and the median and p95 hours from event_time to the file's ingestion
+    arrival_lag: dict[str, dict[str, float]] | None = None
+
+    @property
+    def window_end(self) -> datetime:
+        return self.as_of - timedelta(hours=self.held_back_hours)
+
+    @property
+    def late_buckets(self) -> list[str]:
+        """Buckets that arrive later than the promptest bucket (a p95 lag over LATE_FACTOR x its, plus an hour)
+        and later than the window holds back: their newest rows are under-represented, not missing at random."""
+        lag = {b: v["p95_hours"] for b, v in (self.arrival_lag or {}).items() if v.get("p95_hours") is not None}
+        if not lag:
+            return []
+        first = min(lag.values())
+        return [b for b, h in sorted(lag.items()) if h > first * LATE_FACTOR + 1 and h > self.held_back_hours]
 
     @property
     def judged(self) -> list[Segment]:
@@ -241,7 +259,9 @@ class GateResult:
             "evaluated_at": self.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "as_of": self.as_of.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "window": {"start": self.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       "end": self.as_of.strftime("%Y-%m-%dT%H:%M:%SZ")},
+                       "end": self.window_end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       "completeness_lag_hours": self.held_back_hours,
+                       "arrival_lag_hours": self.arrival_lag},
             "config": {"path": self.config_source, "digest": self.config_digest},
             "quantiles": dict(self.quantiles),
             "release_wide": {g: c.to_dict() for g, c in self.release_wide.items()},
@@ -784,6 +804,15 @@ def _size_quality(checks: Sequence[GateCheck], config: Config, days_observed: fl
                                     "would catch a loss of twice the tolerance with 80 % power")
 
 
+def _arrival_lag(con: Any, params: dict[str, Any]) -> dict[str, dict[str, float]] | None:
+    """Hours from event_time to ingestion per network bucket (the manifest's ingested_at); DuckDB only: the
+    Spark engine keeps no per-row link to its files' ingestion time."""
+    if quantiles.engine_name(con) != "duckdb":
+        return None
+    return {r["network_bucket"]: {"rows": r["rows"], "median_hours": r["median_hours"], "p95_hours": r["p95_hours"]}
+            for r in sqlfiles.dicts(con, "gate/arrival_lag", params)}
+
+
 def _days_observed(con: Any, params: dict[str, Any]) -> float:
     """Days from the release's first row in the window to the window's end."""
     first = sqlfiles.run(con, "gate/first_seen", params).fetchone()[0]
@@ -824,8 +853,9 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     estimator = quantiles.estimator(con, config)  # exact, or the rollup's sketch (whole days: as of midnight)
     as_of = quantiles.window_end(as_of or now, estimator)
     require_release(con, release)
-    window_start = as_of - timedelta(days=config.window_days)
-    params = {"release": release, "window_start": window_start, "window_end": as_of}
+    window_end = as_of - timedelta(hours=config.completeness_lag_hours)
+    window_start = window_end - timedelta(days=config.window_days)
+    params = {"release": release, "window_start": window_start, "window_end": window_end}
     error = config.engine.sketch_relative_error if estimator == quantiles.SKETCH else None
     counts_params = {**params, **budget_params(config), "weight_cap": config.statistics.weight_cap()}
     figures = _Figures(sqlfiles.dicts(con, COUNTS_SQL, counts_params),
@@ -840,6 +870,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
                         cloud_only=not segments and figures.get("cloud", ()) is not None,
                         quantiles={"estimator": estimator, "relative_error": error,
-                                   "engine": quantiles.engine_name(con)})
+                                   "engine": quantiles.engine_name(con)},
+                        held_back_hours=config.completeness_lag_hours, arrival_lag=_arrival_lag(con, params))
     _settle(result.checks(), config, _days_observed(con, params))
     return result

@@ -108,7 +108,7 @@ def gate_table(result: Any) -> str:
         lines.append(f"release-wide quality loss {rw.measured:.3f}{iv} (threshold {rw.threshold}{p}{a}): {rw.status}")
     lines.append("marks: X failed, ? insufficient data, - not applicable, ~ borderline, (obs) observe-only")
     lines.append(f"verdict for release {result.release}: {result.verdict.upper()} - {result.note} "
-                 f"(window {result.window_start:%Y-%m-%d %H:%M} .. {result.as_of:%Y-%m-%d %H:%M} UTC)")
+                 f"(window {result.window_start:%Y-%m-%d %H:%M} .. {result.window_end:%Y-%m-%d %H:%M} UTC)")
     return "\n".join(lines)
 
 

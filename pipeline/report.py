@@ -107,7 +107,7 @@ def write_index(folder: Path, results: list[GateResult]) -> Path:
             f"<tr><td><a href=\"{_e(name)}\">{_e(r.release)}</a></td>"
             f"<td><span class=\"badge\" style=\"background:{VERDICT_COLOURS.get(r.verdict, '#57606a')}\">"
             f"{_e(r.verdict)}</span></td><td>{rolled} of {len(judged)}</td>"
-            f"<td>{r.window_start:%Y-%m-%d %H:%M} .. {r.as_of:%Y-%m-%d %H:%M} UTC</td><td>{_e(r.note)}</td></tr>")
+            f"<td>{r.window_start:%Y-%m-%d %H:%M} .. {r.window_end:%Y-%m-%d %H:%M} UTC</td><td>{_e(r.note)}</td></tr>")
     body = ("<h1>Release reports</h1>"
             f"<p>{len(results)} release{'s' if len(results) != 1 else ''} evaluated.</p>"
             "<table class=\"index\"><thead><tr><th>release</th><th>verdict</th><th>segments rolled back</th>"
@@ -123,7 +123,7 @@ def write_index(folder: Path, results: list[GateResult]) -> Path:
 
 
 def _chart_data(con: duckdb.DuckDBPyConnection, result: GateResult) -> dict[str, Any]:
-    window = {"release": result.release, "window_start": result.window_start, "window_end": result.as_of}
+    window = {"release": result.release, "window_start": result.window_start, "window_end": result.window_end}
     return {
         "latency": sqlfiles.dicts(con, "report/latency", window),
         "temperature": sqlfiles.dicts(con, "report/temperature", {**window, "points": TEMPERATURE_POINTS}),
@@ -391,7 +391,7 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
         if q.baseline is not None:
             quality += f"; cloud adoption {q.baseline:.2%} over {q.extra.get('cloud_rows', 0):,} cloud rows"
     facts = [
-        ("window", f"{result.window_start:%Y-%m-%d %H:%M} .. {result.as_of:%Y-%m-%d %H:%M} UTC "
+        ("window", f"{result.window_start:%Y-%m-%d %H:%M} .. {result.window_end:%Y-%m-%d %H:%M} UTC "
                    f"({config.window_days} days up to as-of)"),
         ("segments", f"{len(segments)} (task x tier x network bucket): {len(judged)} judged, {len(rolled)} roll "
                      f"back, {len(segments) - len(judged)} lack data"),

@@ -129,12 +129,23 @@ def summary_lines(result: Any) -> list[str]:
     lines = [f"verdict for release {result.release}: {result.verdict.upper()} - {result.note}",
              f"{len(segments)} segments: {len(judged)} judged ({rolled} roll back, {len(judged) - rolled} keep edge), "
              f"{len(segments) - len(judged)} insufficient data; window {result.window_start:%Y-%m-%d %H:%M} .. "
-             f"{result.as_of:%Y-%m-%d %H:%M} UTC"]
+             f"{result.window_end:%Y-%m-%d %H:%M} UTC" + (f" (rows of the last {result.held_back_hours:g} h held back "
+                                                         "until complete)" if result.held_back_hours else "")]
     rw = result.release_wide.get("quality_loss")
     if rw is not None and rw.measured is not None:
         p = f", {p_text(rw.p_value)}" if rw.p_value is not None else ""
-        lines.append(f"release-wide quality loss {percent(rw.measured)} (threshold {percent(rw.threshold)}{p}): "
+        iv = ""
+        if rw.interval and rw.interval_alpha is not None:
+            lo, hi = (percent(v) if v is not None else "unbounded" for v in rw.interval)
+            iv = f", decision interval {lo} to {hi} at alpha {rw.interval_alpha * 100:.2g}%"
+        lines.append(f"release-wide quality loss {percent(rw.measured)} (threshold {percent(rw.threshold)}{p}{iv}): "
                      f"{rw.status}")
+    late = result.late_buckets
+    if late:
+        lags = ", ".join(f"{b} {result.arrival_lag[b]['p95_hours']:,.0f} h" for b in late)
+        lines.append(f"late data: 95 % of rows arrive within {lags} of their event; the window holds back "
+                     f"{result.held_back_hours:g} h (completeness_lag_hours), so its newest rows under-represent "
+                     f"{', '.join(late)}")
     return lines
 
 
@@ -330,7 +341,7 @@ def explain_view(result: Any, segment: Any, config: Any, width: int | None = Non
     out = [paint(DECISION_STYLE.get(segment.decision), f"release {result.release}, segment {segment.key}: "
                                                        f"{segment.decision.upper()}")]
     out += _wrap(f"{segment.rows:,} edge rows in the window {result.window_start:%Y-%m-%d %H:%M} .. "
-                 f"{result.as_of:%Y-%m-%d %H:%M} UTC (minimum {config.min_rows_per_segment:,}); "
+                 f"{result.window_end:%Y-%m-%d %H:%M} UTC (minimum {config.min_rows_per_segment:,}); "
                  f"config {result.config_source}", width, "  ")
     out += _wrap(f"decision: {segment.decision} because {_why(segment)}", width, "  ")
     for name, check in segment.checks.items():
@@ -354,5 +365,5 @@ def explain_dict(result: Any, segment: Any, config: Any) -> dict[str, Any]:
             "min_rows_per_segment": config.min_rows_per_segment, "decision": segment.decision,
             "why": _why(segment), "needs_rows": segment.needs_rows,
             "window": {"start": result.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       "end": result.as_of.strftime("%Y-%m-%dT%H:%M:%SZ")},
+                       "end": result.window_end.strftime("%Y-%m-%dT%H:%M:%SZ")},
             "config": {"path": result.config_source, "digest": result.config_digest}, "gates": gates}
