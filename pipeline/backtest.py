@@ -184,12 +184,14 @@ class BacktestResult:
 
 def _settings(c: Config) -> dict[str, Any]:
     """The statistics, rollout policy and config a backtest ran with (both JSON outputs)."""
-    return {"statistics": {"method": c.statistics.method, "alpha": round(1 - c.statistics.confidence, 6)},
+    return {"statistics": {"method": c.statistics.method, "alpha": round(1 - c.statistics.confidence, 6),
+                           "estimand": c.statistics.estimand},
             "policy": dataclasses.asdict(c.rollout), "config": {"path": c.source, "digest": c.digest}}
 
 
 def _settings_line(c: Config) -> str:
-    return (f"statistics {c.statistics.method}, alpha {1 - c.statistics.confidence:g} per evaluation; rollout: "
+    return (f"statistics {c.statistics.method}, estimand {c.statistics.estimand}, alpha "
+            f"{1 - c.statistics.confidence:g} per evaluation; rollout: "
             f"roll back at {c.rollout.fail_looks} failing of the last {c.rollout.window_looks} looks")
 
 
@@ -358,6 +360,13 @@ SWEEPS: tuple[Sweep, ...] = (
     Sweep("latency p95 at the budget, device-clustered", "healthy", 70_000, p95_factor=1.0),
     Sweep("latency p95 at 1.2 x the budget, device-clustered", "healthy", 70_000, p95_factor=1.2),
 )
+def family_sweeps(population: Any, rows: int) -> tuple[Sweep, ...]:
+    """The heterogeneity family's sweeps on one population: A/A and adoption losses of 3, 10 and 15 %."""
+    return tuple(Sweep(name, "aa", rows, loss=loss, population=population)
+                 for name, loss in (("A/A", 0.0), ("adoption loss at the tolerance (3 %)", 0.03),
+                                    ("adoption loss 10 %", 0.10), ("adoption loss 15 %", 0.15)))
+
+
 # the redrawn latency: lognormal with the simulator's typical spread within a segment (log-sd 0.27-0.45,
 # median 0.33); device-clustered, 40 % of its variance is the device's (CLUSTERED's speed sd 0.25 gives ~0.37)
 P95_LOG_SD, P95_DEVICE_SHARE = 0.35, 0.4

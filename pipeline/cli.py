@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError, UsageError
+from pipeline.registry import ESTIMANDS
 
 EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_DATA_QUALITY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 HARD_STOP = "stopped by a signal at once; the transaction in flight was rolled back, whole files are in; " \
@@ -510,15 +511,20 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     config = _config(args)
     if args.method:
         config = dataclasses.replace(config, statistics=dataclasses.replace(config.statistics, method=args.method))
+    if args.estimand:
+        config = dataclasses.replace(config, statistics=dataclasses.replace(config.statistics,
+                                                                            estimand=args.estimand))
     if args.runs < 1 or (args.nights is not None and args.nights < 1) or (args.segment_rows or 1) < 1 \
             or args.jobs < 1:
         raise UsageError("--runs, --nights, --segment-rows and --jobs must be >= 1")
     if args.simulated:
         if args.release:
             raise UsageError("--simulated judges simulated releases: leave out --release")
-        from pipeline.backtest import simulated
+        from pipeline.backtest import SWEEPS, family_sweeps, simulated
 
-        _show(args, simulated(config, args.runs, jobs=args.jobs, nights=args.nights or 14))
+        population = _population(args)
+        sweeps = family_sweeps(population, args.rows_per_night * (args.nights or 14)) if population else SWEEPS
+        _show(args, simulated(config, args.runs, jobs=args.jobs, nights=args.nights or 14, sweeps=sweeps))
         return EXIT_OK
     if not args.release:
         raise UsageError("backtest needs --release R (or --simulated)")
@@ -532,6 +538,29 @@ def cmd_backtest(args: argparse.Namespace) -> int:
                           segment_rows=args.segment_rows, injections=injections, seed=args.seed)
     _show(args, result)
     return EXIT_OK
+
+
+def _population(args: argparse.Namespace) -> Any:
+    """The heterogeneity family's population the --simulated knobs describe, or None without any knob."""
+    knobs = {"devices": args.devices, "adoption_concentration": args.concentration,
+             "activity_pareto": args.pareto, "activity_sigma": args.activity_sigma,
+             "holdback_share": args.holdback, "arrival_days": args.arrival_days, "chatty_share": args.chatty}
+    given = {k: v for k, v in knobs.items() if v is not None}
+    if not given:
+        return None
+    if not args.simulated:
+        raise UsageError("--devices, --concentration, --pareto, --activity-sigma, --holdback, --arrival-days and "
+                         "--chatty shape the simulated releases: add --simulated")
+    from pipeline.simulate import Population
+
+    bad = [k for k, v in given.items() if v < 0 or (k in ("holdback_share", "chatty_share") and v >= 1)]
+    if bad:
+        raise UsageError(f"out of range: {', '.join(bad)} (shares in [0, 1), the rest >= 0)")
+    defaults = {"devices": 2400, "adoption_concentration": 5.0, "activity_pareto": 1.3, "holdback_share": 0.2,
+                "arrival_days": 7.0, "chatty_share": 0.002}
+    if "activity_sigma" in given and "activity_pareto" not in given:
+        defaults["activity_pareto"] = 0.0  # a lognormal activity was asked for
+    return Population(**{**defaults, **given, "devices": int(given.get("devices", defaults["devices"]))})
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -854,7 +883,19 @@ def build_parser() -> argparse.ArgumentParser:
     _as_of_option(p)
     p.add_argument("--nights", type=int, help="nightly looks, ending at --as-of (default: every day with data)")
     p.add_argument("--method", choices=("sequential", "fixed"), help="override statistics.method of the config")
+    p.add_argument("--estimand", choices=ESTIMANDS, help="override statistics.estimand of the config")
     p.add_argument("--jobs", type=int, default=1, help="processes for --simulated (default 1)")
+    shape = p.add_argument_group("--simulated releases shaped like yours (any of these: A/A, and adoption losses of "
+                                 "3, 10 and 15 %% on that population; unset knobs take the grey-release defaults)")
+    shape.add_argument("--devices", type=int, help="devices in the population (default 2,400)")
+    shape.add_argument("--concentration", type=float,
+                       help="per-device adoption propensity Beta(c p, c (1 - p)): 1 very dispersed, 50 alike (5)")
+    shape.add_argument("--pareto", type=float, help="Pareto tail index of activity, 1.1-3 (default 1.3)")
+    shape.add_argument("--activity-sigma", type=float, help="lognormal sigma of activity instead of --pareto")
+    shape.add_argument("--holdback", type=float, help="share of devices in the cloud hold-back (default 0.2)")
+    shape.add_argument("--arrival-days", type=float, help="devices join over the first N days (default 7)")
+    shape.add_argument("--chatty", type=float, help="share of devices with 30 x the activity (default 0.002)")
+    shape.add_argument("--rows-per-night", type=int, default=4300, help="rows a night (default 4,300)")
     p.add_argument("--runs", type=int, default=20, help="seeded repetitions per variant (default 20)")
     p.add_argument("--segment-rows", type=int, metavar="N",
                    help="subsample devices to about N edge rows in the median segment on the last night")

@@ -16,14 +16,13 @@ from typing import Any
 
 from pipeline import package_data
 from pipeline.errors import ConfigError
-from pipeline.registry import CLOUD_CHECK_CATCHES, GATE_NAMES
+from pipeline.registry import CLOUD_CHECK_CATCHES, ESTIMANDS, GATE_NAMES
 from pipeline.yamlspec import build, read_yaml, setting
 
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
 CONFIG_ENV = "PIPELINE_CONFIG"  # a config path for every command, beside PIPELINE_DB
 MODES = ("enforce", "observe")
 BURDENS = ("prove_harm", "prove_safe")  # README "How the gate decides": who must bring the evidence
-ESTIMANDS = ("per_device", "capped_requests", "requests")  # statistics.estimand: how devices weigh in rates
 NETWORK_TYPES = ("wifi", "5g", "4g", "3g", "2g", "offline", "unknown")  # the contract's network_type values
 
 

@@ -800,7 +800,7 @@ def _size_quality(checks: Sequence[GateCheck], config: Config, days_observed: fl
         if c.measured is not None and c.threshold is not None and c.measured > c.threshold and c.status != "fail":
             wait = (f"about {more:,} more edge devices (~{c.extra['nights_to_detect']:,} nights at the current "
                     "inflow)" if more else "more nights of the same devices")
-            _add_note(check=c, text=f"past the threshold but not yet significant at alpha {alpha:.2g}: {wait} "
+            _add_note(check=c, text=f"past the threshold but not yet significant at alpha {alpha * 100:.2g}%: {wait} "
                                     "would catch a loss of twice the tolerance with 80 % power")
 
 

@@ -53,6 +53,9 @@ GATES: tuple[GateSpec, ...] = (
              threshold_key="max_share_over_cap"),
 )
 
+# statistics.estimand: how the rate and comparison gates weigh a device (README "What a rate means")
+ESTIMANDS: tuple[str, ...] = ("per_device", "capped_requests", "requests")
+
 BY_NAME: dict[str, GateSpec] = {g.name: g for g in GATES}
 GATE_NAMES: tuple[str, ...] = tuple(g.name for g in GATES)
 CLOUD_CHECK_CATCHES: tuple[str, ...] = tuple(g.name for g in GATES if g.cloud_check_catches)

@@ -149,6 +149,26 @@ def summary_lines(result: Any) -> list[str]:
     return lines
 
 
+def _not_yet_significant(segments: list[Any]) -> list[str]:
+    """A line per kept segment whose figure is past its threshold without the evidence to act on it yet."""
+    out = []
+    for s in segments:
+        if s.decision != "keep_edge":
+            continue
+        for g, c in s.checks.items():
+            past = c.measured is not None and c.threshold is not None and c.status != "fail" and (
+                c.measured < c.threshold if BY_NAME[g].direction == "min" else c.measured > c.threshold)
+            if not past or c.mode != "enforce":
+                continue
+            more = c.extra.get("more_devices_to_detect")
+            wait = (f"; about {more:,} more edge devices (~{c.extra.get('nights_to_detect', 0):,} nights) would "
+                    "catch twice the tolerance" if more else "")
+            alpha = f" at alpha {c.interval_alpha * 100:.2g}%" if c.interval_alpha is not None else ""
+            out.append(f"not yet significant: {s.key} {g} {in_unit(c.measured, BY_NAME[g].unit)} past "
+                       f"{_limit(c)}{alpha}{wait}")
+    return out
+
+
 def _insufficient_summary(segments: list[Any]) -> str:
     few = [s for s in segments if s.needs_rows]
     lacking: dict[str, int] = {}
@@ -232,6 +252,7 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
     for t in tasks:
         out.append(paint("dim", line(f"threshold {t}", "", {g: (v, "") for g, v in thresholds[t].items()}, {})))
     notes = [_insufficient_summary(insufficient)] if insufficient and not show_all else []
+    notes += _not_yet_significant(shown)
     hidden = [title[g] for g in gates if g not in kept]
     if hidden:
         notes.append(f"{len(hidden)} gate columns hidden to fit {limit} columns ({', '.join(hidden)}); "

@@ -45,7 +45,8 @@ def test_backtest_text_names_the_policy_and_every_variant(demo_dir):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == ("backtest 4.12: 1 runs x 2 nightly looks (2026-11-30 .. 2026-12-01), seed 0; statistics "
-                        "sequential, alpha 0.05 per evaluation; rollout: roll back at 1 failing of the last 1 looks")
+                        "sequential, estimand per_device, alpha 0.05 per evaluation; rollout: roll back at 1 "
+                        "failing of the last 1 looks")
     stored = next(ln for ln in lines if ln.startswith("as stored"))
     assert "1 of 1 (100%)" in stored  # the post-mortem release is rolled back as stored
     assert any(ln.startswith("adoption -20% relative (quality_loss)") for ln in lines)
