@@ -190,6 +190,8 @@ class GateResult:
     segments: list[Segment]
     release_wide: dict[str, GateCheck]
     cloud_only: bool = False  # the window holds cloud rows of the release but no edge rows
+    # release-wide checks that only carry alpha (graphical gatekeeping in decide()); they never block
+    gatekeepers: dict[str, GateCheck] = field(default_factory=dict)
     # where the window's p95s came from (pipeline/quantiles.py): estimator, its relative error, the engine
     quantiles: dict[str, Any] = field(default_factory=lambda: {"estimator": "exact", "relative_error": None,
                                                                "engine": "duckdb"})
@@ -247,7 +249,8 @@ class GateResult:
     def checks(self) -> list[GateCheck]:
         """Every check of the evaluation once (pooled quality checks are shared by their segments)."""
         seen: dict[int, GateCheck] = {}
-        for c in [c for s in self.segments for c in s.checks.values()] + list(self.release_wide.values()):
+        for c in [c for s in self.segments for c in s.checks.values()] + list(self.release_wide.values()) \
+                + list(self.gatekeepers.values()):
             seen.setdefault(id(c), c)
         return list(seen.values())
 
@@ -265,6 +268,7 @@ class GateResult:
             "config": {"path": self.config_source, "digest": self.config_digest},
             "quantiles": dict(self.quantiles),
             "release_wide": {g: c.to_dict() for g, c in self.release_wide.items()},
+            "release_gatekeepers": {g: c.to_dict() for g, c in self.gatekeepers.items()},
             "note": self.note,
             "segments": [s.to_dict() for s in self.segments],
         }
@@ -476,6 +480,41 @@ class _Measure:
         check = self._new("quality_loss", gates)
         check.short_of_data, check.note = True, "no cloud baseline with enough rows"
         return check
+
+    def gatekeepers(self) -> dict[str, GateCheck]:
+        """Per rate or p95-budget gate that can fail on evidence of harm, its release-wide check: all edge rows,
+        each against its own task's budget (p95s: the share above it against 5 %) or the gate's one threshold.
+        It is the primary hypothesis of its gate's family and carries alpha only: it never blocks."""
+        row = self.f.get("edge", ())
+        out: dict[str, GateCheck] = {}
+        if row is None:
+            return out
+        tasks = sorted({k[0] for (side, k) in self.f.by if side == "edge" and len(k) == 3})
+        for spec in GATES:
+            settings = [getattr(self.config.gates_for(t), spec.name) for t in tasks]
+            if not settings or any(g.mode != "enforce" or g.burden != "prove_harm" for g in settings):
+                continue
+            if spec.kind == "p95_budget":
+                n, k, p0, harm_above, what = f"{spec.figure}_n", f"{spec.figure}_over", 1 - P95, True, \
+                    "share of values above their task's budget"
+            elif spec.name in ("failure_detectability", "fallback_rate"):
+                thresholds = {getattr(g, spec.threshold_key) for g in settings}
+                if len(thresholds) != 1:
+                    continue  # tasks with their own thresholds: no one release-wide hypothesis
+                n, k = ("failures", "detected") if spec.name == "failure_detectability" else ("rows", "fallbacks")
+                p0, harm_above, what = thresholds.pop(), spec.direction == "max", spec.label
+            else:
+                continue
+            r = self.ratio(row, k, n)
+            if r.n <= 0:
+                continue
+            check = self._new(spec.name, self.config.gates)
+            check.release_wide, check.threshold, check.measured = True, p0, r.rate
+            check.rows, check.devices, check.design_effect = int(row[n] or 0), r.devices, r.design_effect
+            check.note = "release-wide gatekeeper: carries its gate's alpha to the segments, never blocks"
+            self._rate_test(check, spec.tests[0], r, p0, harm_above, what)
+            out[spec.name] = check
+        return out
 
     def release_quality(self) -> GateCheck:
         strata = [(r, self.f.get("cloud", key)) for (side, key), r in self.f.by.items()
@@ -708,10 +747,11 @@ def _statuses(checks: Sequence[GateCheck], outcome: dict[tuple[int, str], tuple[
 
 def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[int, str], tuple[float, bool]]:
     """(index of the check, test name) -> (the level it was tested at, rejected). Each prove_harm family gets
-    its gate's alpha; inside it, when the gate has a release-wide check, a graphical gatekeeping procedure
-    (Bretz et al. 2009): the release-wide check first at primary_share x alpha, the segment checks by Holm at
-    the rest, and at the whole alpha once the release-wide check rejects (if every segment check rejects, the
-    release-wide check is retested at the whole alpha). Without one, Holm over the segment checks. Each
+    its gate's alpha. When the family has a release-wide check, a graphical gatekeeping procedure (Bretz et
+    al. 2009): the release-wide check first at primary_share x alpha; the segment checks by Holm at the rest,
+    or, once the release-wide check rejects, by Benjamini-Hochberg at the whole alpha (which segments roll
+    back is then a partial rollback: FDR among them); if every segment check rejects at its Holm level, the
+    release-wide check is retested at the whole alpha. Without one, Holm over the segment checks. Each
     prove_safe test at the family's share on its own."""
     split = budget_split(config)
     families: dict[tuple[str, str], dict[int, float]] = {}
@@ -728,24 +768,31 @@ def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[in
         alpha = split[(gate, name)]
         primary = [i for i in ps if checks[i].release_wide]
         segments = {i: p for i, p in ps.items() if not checks[i].release_wide}
-        segment_alpha = alpha
-        if primary:
-            first = primary[0]
-            share = config.statistics.primary_share
-            p0 = ps[first]
-            rejected0 = math.isfinite(p0) and p0 <= share * alpha
-            segment_alpha = alpha if rejected0 else (1 - share) * alpha
-            out[(first, name)] = (share * alpha, rejected0)
-        rejected = stats.holm(segments, segment_alpha)
-        levels = stats.holm_levels(segments, segment_alpha)
-        for i in segments:
-            out[(i, name)] = (levels.get(i, segment_alpha), i in rejected)
-        if primary and not out[(primary[0], name)][1]:
-            finite = [i for i, p in segments.items() if math.isfinite(p)]
-            if finite and all(i in rejected for i in finite):  # the segments pass their alpha back
-                p0 = ps[primary[0]]
-                out[(primary[0], name)] = (alpha, math.isfinite(p0) and p0 <= alpha)
+        if not primary:
+            _holm_into(out, name, segments, alpha)
+            continue
+        first, share = primary[0], config.statistics.primary_share
+        p0 = ps[first]
+        if math.isfinite(p0) and p0 <= share * alpha:
+            out[(first, name)] = (share * alpha, True)
+            rejected, levels = stats.benjamini_hochberg(segments, alpha), stats.bh_levels(segments, alpha)
+            for i in segments:
+                out[(i, name)] = (levels.get(i, alpha), i in rejected)
+            continue
+        out[(first, name)] = (share * alpha, False)
+        rejected = _holm_into(out, name, segments, (1 - share) * alpha)
+        finite = [i for i, p in segments.items() if math.isfinite(p)]
+        if finite and all(i in rejected for i in finite):  # the segments pass their alpha back
+            out[(first, name)] = (alpha, math.isfinite(p0) and p0 <= alpha)
     return out
+
+
+def _holm_into(out: dict[tuple[int, str], tuple[float, bool]], name: str, ps: dict[int, float],
+               alpha: float) -> set:
+    rejected, levels = stats.holm(ps, alpha), stats.holm_levels(ps, alpha)
+    for i in ps:
+        out[(i, name)] = (levels.get(i, alpha), i in rejected)
+    return rejected
 
 
 def _settle(checks: Sequence[GateCheck], config: Config, days_observed: float = 0.0) -> None:
@@ -867,8 +914,9 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     measure = _Measure(figures, device_days, config)
     segments = [measure.segment(row) for row in figures.segments()]
     release_wide = {"quality_loss": measure.release_quality()} if segments else {}
+    gatekeepers = measure.gatekeepers() if segments else {}
     result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
-                        cloud_only=not segments and figures.get("cloud", ()) is not None,
+                        gatekeepers=gatekeepers, cloud_only=not segments and figures.get("cloud", ()) is not None,
                         quantiles={"estimator": estimator, "relative_error": error,
                                    "engine": quantiles.engine_name(con)},
                         held_back_hours=config.completeness_lag_hours, arrival_lag=_arrival_lag(con, params))

@@ -536,6 +536,25 @@ def holm(p_values: dict[Hashable, float], alpha: float) -> set[Hashable]:
     return rejected
 
 
+def benjamini_hochberg(p_values: dict[Hashable, float], alpha: float) -> set[Hashable]:
+    """Keys the Benjamini-Hochberg (1995) step-up procedure rejects at false discovery rate alpha: the k
+    smallest p-values, k the largest rank with p_(k) <= k alpha / m. NaN never rejects and does not count."""
+    ordered = _finite_ascending(p_values)
+    m = len(ordered)
+    last = max((i + 1 for i, (_, p) in enumerate(ordered) if p <= (i + 1) * alpha / m), default=0)
+    return {key for key, _ in ordered[:last]}
+
+
+def bh_levels(p_values: dict[Hashable, float], alpha: float) -> dict[Hashable, float]:
+    """The level each finite p-value is compared with under Benjamini-Hochberg: the largest rejected rank's
+    k alpha / m for the rejected ones, its own rank's for the rest."""
+    ordered = _finite_ascending(p_values)
+    m = len(ordered)
+    rejected = benjamini_hochberg(p_values, alpha)
+    top = len(rejected) * alpha / m if rejected else 0.0
+    return {key: top if key in rejected else (i + 1) * alpha / m for i, (key, _) in enumerate(ordered)}
+
+
 def holm_levels(p_values: dict[Hashable, float], alpha: float) -> dict[Hashable, float]:
     """The level Holm compared each finite p-value with (alpha / (m - i) at its rank)."""
     ordered = _finite_ascending(p_values)

@@ -114,11 +114,13 @@ def test_gatekeeping_passes_the_release_wide_alpha_to_the_segments():
     a = budget_split(CONFIG)[("quality_loss", "")]
     assert a == pytest.approx(0.05 / 7)  # seven enforced prove_harm gates share 0.05 (Bonferroni across gates)
     share = CONFIG.statistics.primary_share
-    # the release-wide check rejects at 0.8 a, so the segments get all of a (Holm: a/3, a/2, a)
+    # the release-wide check rejects at 0.8 a, so the segments get all of a, by Benjamini-Hochberg (k a / 3)
     out = _test_outcomes(_checks(0.004, [0.0005, 0.003, 0.5]), CONFIG)
     assert out[(0, "")] == (pytest.approx(share * a), True)
-    assert [out[(i, "")] for i in (1, 2, 3)] == [(pytest.approx(a / 3), True), (pytest.approx(a / 2), True),
+    assert [out[(i, "")] for i in (1, 2, 3)] == [(pytest.approx(2 * a / 3), True), (pytest.approx(2 * a / 3), True),
                                                  (pytest.approx(a), False)]
+    # ... where Holm stops at a p-value between a / 2 and 2 a / 3
+    assert S_holm({1: 0.0005, 2: 0.0045, 3: 0.5}, a) == {1} and S_bh({1: 0.0005, 2: 0.0045, 3: 0.5}, a) == {1, 2}
     # it does not: the segments share 0.2 a, and 0.0005 > 0.2 a / 3
     out = _test_outcomes(_checks(0.006, [0.0005, 0.003, 0.5]), CONFIG)
     assert out[(0, "")] == (pytest.approx(share * a), False)
@@ -161,15 +163,23 @@ def test_every_printed_interval_and_mark_is_the_decisions_own(db_path):
     assert seen > 50
 
 
+def S_holm(ps, a):
+    return stats.holm(ps, a)
+
+
+def S_bh(ps, a):
+    return stats.benjamini_hochberg(ps, a)
+
+
 def test_a_kept_segment_past_the_threshold_says_why_and_how_many_devices(tmp_path):
     db_path = tmp_path / "sample.duckdb"
     assert run_cli("ingest", "sample_logs", "--db", str(db_path), "--as-of", "2026-12-01").returncode == 0
     proc = run_cli("explain", "--db", str(db_path), "--release", "4.12", "--as-of", "2026-12-01",
-                   "--segment", "rewrite/flagship/normal")
+                   "--segment", "intent/flagship/normal")
     assert proc.returncode == 0, proc.stderr
     quality = proc.stdout.splitlines()[proc.stdout.splitlines().index("quality loss (quality_loss, enforce): pass") + 1]
-    assert "decision interval " in quality and "(at alpha 0.12%, the level its test had)" in quality
-    assert "past the threshold but not yet significant at alpha 0.12%: about " in quality
+    assert "decision interval -11% to 22.3% (at alpha 0.71%, the level its test had)" in quality
+    assert "past the threshold but not yet significant at alpha 0.71%: about " in quality
     assert "more edge devices (~" in quality and "would catch a loss of twice the tolerance with 80 % power" in quality
     assert "each device counts once (a loss of users' adoption)" in quality
 
@@ -239,4 +249,3 @@ def test_heterogeneity_family_has_the_shape_it_claims():
     top1 = counts[: len(counts) // 100].sum() / counts.sum()
     assert 0.15 < top1 < 0.5  # heavy-tailed: the top 1 % of devices send a fifth or more of the rows
     assert 1500 < len(set(ids[~cloud])) < 2100 and math.isclose(len(set(ids[cloud])) / len(set(ids)), 0.2, abs_tol=0.04)
-    _ = stats  # the family's propensities: Beta around the task's rate, tested through the gate above
