@@ -264,13 +264,17 @@ SELECT side, task, device_tier, network_bucket, level, count(*) AS devices,
        sum(rn), sum(rn * rn), count(*) FILTER (WHERE rn > 0), sum(ro), sum(ro * ro), sum(ro * rn),
        sum(xn), sum(xn * xn), count(*) FILTER (WHERE xn > 0), sum(xo), sum(xo * xo), sum(xo * xn),
        sum(cn), sum(cn * cn), count(*) FILTER (WHERE cn > 0), sum(co), sum(co * co), sum(co * cn),
-       sum(hn), sum(hn * hn), count(*) FILTER (WHERE hn > 0), sum(ho), sum(ho * ho), sum(ho * hn)
+       sum(hn), sum(hn * hn), count(*) FILTER (WHERE hn > 0), sum(ho), sum(ho * ho), sum(ho * hn),
+       -- the per_device estimand (the shipped default): each device's own rates, their squares and counts
+       sum(a / n), sum((a / n) ** 2), sum(f / n), sum((f / n) ** 2), sum(1 / n),
+       sum(d / fl) FILTER (WHERE fl > 0), sum((d / fl) ** 2) FILTER (WHERE fl > 0), sum(1 / fl) FILTER (WHERE fl > 0),
+       sum(t / tn) FILTER (WHERE tn > 0), sum((t / tn) ** 2) FILTER (WHERE tn > 0), sum(1 / tn) FILTER (WHERE tn > 0)
 FROM dev GROUP BY ALL
 ''', params)
 cols = [d[0] for d in cur.description]
 figures = [dict(zip(cols, r)) for r in cur.fetchall()]
 # p95s and their order statistics (the grid the gate reads its intervals and densities off)
-grid = [round(0.80 + i / 1000, 3) for i in range(200)] + [1.0]
+grid = [0.5, 0.6, 0.7, 0.75] + [round(0.80 + i / 1000, 3) for i in range(200)] + [1.0]
 quantiles = con.execute(f'''
 WITH picked AS ({PICKED})
 SELECT side, task, device_tier, network_bucket, quantile_cont(total_ms, 0.95) AS total_p95,
@@ -301,11 +305,18 @@ WITH p AS (SELECT task, device_tier, BUCKET AS network_bucket, device_id, CAST(e
 SELECT task, device_tier, network_bucket, count(*), sum(n), sum(n * n), sum(k), sum(k * k), sum(k * n)
 FROM d GROUP BY ALL
 ''', params).fetchall()
+# the arrival lag per network bucket (hours from event_time to the file's ingestion)
+lag = con.execute('''
+SELECT BUCKET AS network_bucket, count(*), quantile_cont(epoch(f.ingested_at - e.event_time) / 3600.0, 0.5),
+       quantile_cont(epoch(f.ingested_at - e.event_time) / 3600.0, 0.95)
+FROM events e JOIN files f USING (file_id)
+WHERE e.release = $release AND e.event_time >= $start AND e.event_time < $end GROUP BY ALL
+''', params).fetchall()
 p95 = {(r[0], r[1], r[2], r[3]): r[4] for r in quantiles}
 segments = {f"{r['task']}/{r['device_tier']}/{r['network_bucket']}": [r["rows"], p95.get(("edge", r["task"],
             r["device_tier"], r["network_bucket"]))] for r in figures if r["side"] == "edge" and r["level"] == 0}
 print(json.dumps({"figure_rows": len(figures), "quantile_rows": len(quantiles), "weak_rows": len(weak),
-                  "device_day_rows": len(days), "segments": segments}))
+                  "device_day_rows": len(days), "lag_rows": len(lag), "segments": segments}))
 """.replace("BUCKET", BUCKET)
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pipeline import db, rollout, sqlfiles
+from pipeline.appendlog import append_line
 from pipeline.config import Config
 from pipeline.errors import TransientError
 from pipeline.registry import label
@@ -143,14 +144,15 @@ class Delivery:
     pending: list[str] = field(default_factory=list)  # temporary failures, retried next run
     failed: list[str] = field(default_factory=list)  # permanent failures
     errors: list[str] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)  # torn lines cut off a sink's file before appending
 
     def to_dict(self) -> dict[str, Any]:
         return {"delivered": len(self.delivered), "pending": len(self.pending), "failed": len(self.failed),
-                "errors": self.errors}
+                "errors": self.errors, "repairs": self.repairs}
 
     def __str__(self) -> str:
         text = f"alerts: {len(self.delivered)} delivered, {len(self.pending)} pending, {len(self.failed)} failed"
-        return text + "".join(f"\n  {e}" for e in self.errors)
+        return text + "".join(f"\n  {e}" for e in self.errors + self.repairs)
 
 
 class DeliveryDeadline:
@@ -210,18 +212,19 @@ def post_webhook(url: str, alert: dict[str, Any], timeout: float, retries: int, 
     raise TransientError(f"{problem} (after {retries + 1} attempts)")
 
 
-def _send(sink: str, alert: dict[str, Any], config: Config, out: TextIO, deadline: DeliveryDeadline) -> None:
+def _send(sink: str, alert: dict[str, Any], config: Config, out: TextIO, deadline: DeliveryDeadline) -> str | None:
+    """Deliver one alert to one sink; a repair made on the way (a torn JSONL tail) comes back as text."""
     a = config.alerts
     if sink == "stdout":
         print(alert["text"], file=out)
     elif sink == "jsonl":
-        with Path(a.jsonl_path).open("a") as fh:
-            fh.write(json.dumps(alert) + "\n")
+        return append_line(Path(a.jsonl_path), json.dumps(alert).encode())
     elif sink == "webhook":
         post_webhook(a.webhook_url, alert, a.webhook_timeout_s, a.webhook_retries, a.webhook_backoff_s,
                      deadline)
     else:
         raise PermanentError(f"unknown sink {sink!r}")
+    return None
 
 
 def deliver(db_path: Path, config: Config, out: TextIO | None = None) -> Delivery:
@@ -236,7 +239,9 @@ def deliver(db_path: Path, config: Config, out: TextIO | None = None) -> Deliver
     for alert_id, sink, payload, _attempts in rows:
         key = f"{alert_id}/{sink}"
         try:
-            _send(sink, json.loads(payload), config, out, deadline)
+            repair = _send(sink, json.loads(payload), config, out, deadline)
+            if repair:
+                report.repairs.append(repair)
             report.delivered.append(key)
             marks.append((alert_id, sink, "delivered", None, db.utcnow()))
         except TransientError as exc:

@@ -475,7 +475,7 @@ def _deliver_alerts(args: argparse.Namespace, config) -> None:
     except DatabaseBusy:
         print("pipeline gate: alerts wait in the outbox: another writer is busy", file=sys.stderr)
         return
-    if delivery.errors:
+    if delivery.errors or delivery.repairs:
         print(f"pipeline gate: {delivery}", file=sys.stderr)
 
 

@@ -179,3 +179,29 @@ def test_stdout_and_jsonl_sinks(postmortem_db, tmp_path):
     assert out.getvalue().startswith("Release 4.12: rollback: all 36 segments to cloud\n")
     line = json.loads((tmp_path / "alerts.jsonl").read_text())
     assert line["verdict"] == "rollback_to_cloud" and line["failing_segments"]
+
+
+def test_a_jsonl_append_killed_midway_costs_no_later_alert(postmortem_db, tmp_path):
+    """A process killed (SIGKILL) after writing half of its alert line leaves a torn tail; the next delivery
+    cuts it off into alerts.jsonl.torn, says so, and its own alert is a whole, parseable line."""
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "alerts.jsonl"
+    path.write_text('{"alert_id": "earlier", "verdict": "keep_edge"}\n')
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
+        "os.write(fd, b'{\"alert_id\": \"torn\", \"verdict\": \"rollb')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"), str(path)])
+    assert killed.returncode == -signal.SIGKILL
+    config = config_for("", stdout=False, jsonl_path=str(path))
+    evaluate(postmortem_db, config, datetime(2026, 11, 27, 2))
+    report = deliver(postmortem_db, config)
+    assert len(report.delivered) == 1 and report.errors == []
+    assert report.repairs == [f"{path}: its last line was cut short by an interrupted append (38 bytes, not a whole "
+                              f"record); moved to {path}.torn before appending"]
+    lines = [json.loads(ln) for ln in path.read_text().splitlines()]
+    assert [ln["alert_id"] for ln in lines][0] == "earlier" and lines[1]["verdict"] == "rollback_to_cloud"
+    assert (tmp_path / "alerts.jsonl.torn").read_bytes() == b'{"alert_id": "torn", "verdict": "rollb\n'
