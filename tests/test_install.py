@@ -36,3 +36,24 @@ def test_pipeline_config_names_the_config_of_every_command(tmp_path):
     # --config still wins over the environment
     done = run_cli("gate", "--check-config", "--config", str(good), env={"PIPELINE_CONFIG": str(bad)})
     assert done.returncode == 0
+
+
+def test_the_wheel_builds_without_warnings_and_ships_every_data_file(tmp_path):
+    """`pip install` of the project builds this wheel: no setuptools warning block (a folder absent from
+    `packages` is dropped with one), and every file of sql/, gates/ and schemas/ is inside it."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from conftest import ROOT
+
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    build_log = done.stdout + done.stderr
+    assert "would be ignored" not in build_log and "BuildBackendWarning" not in build_log, build_log
+    [wheel] = tmp_path.glob("*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    tree = {f"pipeline/{path.relative_to(ROOT)}" for folder in ("sql", "gates", "schemas")
+            for path in (ROOT / folder).rglob("*") if path.is_file() and path.suffix in (".sql", ".yaml", ".json")}
+    assert tree and tree <= shipped, sorted(tree - shipped)
