@@ -1006,6 +1006,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     except PipelineError as exc:
+        if getattr(args, "debug", False) or os.environ.get("PIPELINE_DEBUG"):
+            traceback.print_exc()  # with the cause it chains (e.g. what GX swallowed)
         print(f"pipeline {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # e.g. `| head`: not a verdict, so never 0 or 1

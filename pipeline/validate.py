@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -155,9 +156,62 @@ _SELFTEST_RULES = (
 )
 
 
+class _SwallowedByGX(logging.Handler):
+    """GX's metric graph catches an exception that is not one of its own metric errors, logs one line and
+    aborts, so every expectation then reports only "Metric ... is not available". This handler, on the logger
+    that line goes to, keeps the exception itself: emit() runs inside GX's `except` block, where
+    sys.exc_info() is that exception, traceback included."""
+
+    LOGGER = "great_expectations.validator.validation_graph"
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.caught: list[BaseException] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if exc is not None:
+            self.caught.append(exc)
+
+    def __enter__(self) -> _SwallowedByGX:
+        log = logging.getLogger(self.LOGGER)  # GX's loggers are silenced above: this one hears errors, alone
+        self._saved = log.level, log.propagate
+        log.setLevel(logging.ERROR)
+        log.propagate = False
+        log.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        log = logging.getLogger(self.LOGGER)
+        log.removeHandler(self)
+        log.level, log.propagate = self._saved
+
+    def cause(self, name: str) -> ValidatorError | None:
+        """The error to raise for rule `name` when GX swallowed the real cause: it names and chains it."""
+        if not self.caught:
+            return None
+        real = self.caught[0]
+        error = ValidatorError(f"rule {name}: Great Expectations could not evaluate it: its metric resolution "
+                               f"raised {type(real).__name__}: {first_line(real)}")
+        error.__cause__ = real
+        return error
+
+
 def _findings(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, rows: int) -> Validation:
     """GX's counts per rule (BASIC), then the failing row ids of the rules that found any (COMPLETE, on
-    those rules only). Raises ValidatorError naming the rule GX could not evaluate."""
+    those rules only). Raises ValidatorError naming the rule GX could not evaluate, and the exception behind
+    it where GX swallowed one (chained, for --debug)."""
+    with _SwallowedByGX() as swallowed:
+        try:
+            return _validated(batch, suite, rules, now, rows)
+        except ValidatorError as exc:
+            better = swallowed.cause(str(exc).split(":")[0].removeprefix("rule "))
+            if better is None:
+                raise
+            raise better from better.__cause__
+
+
+def _validated(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, rows: int) -> Validation:
     counted = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
     by_rule = {res.expectation_config.meta["rule"]: res for res in counted.results}
     results, failed = [], []
@@ -264,8 +318,11 @@ class Validator(_SuiteValidator):
         """Known failures on a six-row table must come back with their exact counts and ids."""
         con = self._bound()
         con.execute(f"CREATE OR REPLACE TABLE {STAGE}.selftest AS {_SELFTEST_ROWS}")
+        cause: BaseException | None = None
         try:
             found = _self_test_finding(lambda suite, rules, now: self._run("selftest", suite, rules, now, 6))
+        except _Finding as exc:
+            found, cause = str(exc), exc.__cause__
         finally:
             con.execute(f"DROP TABLE IF EXISTS {STAGE}.selftest")
         if found is not None:
@@ -273,7 +330,7 @@ class Validator(_SuiteValidator):
                 f"the Great Expectations self-test on DuckDB failed ({found}); "
                 f"great-expectations {gx.__version__}, duckdb-engine {duckdb_engine.__version__}, "
                 f"duckdb {duckdb.__version__}: use the versions pinned in pyproject.toml"
-            ) from None
+            ) from cause
 
 
 def _self_test_finding(run: Callable[[Any, dict[str, Rule], datetime], Validation]) -> str | None:
@@ -284,12 +341,16 @@ def _self_test_finding(run: Callable[[Any, dict[str, Rule], datetime], Validatio
     try:
         found = run(suite, rules, now)
     except Exception as exc:  # any failure here is the same finding: the GX path is broken
-        return first_line(exc)
+        raise _Finding(first_line(exc)) from exc
     for rule, ids in _SELFTEST_RULES:
         got = found.failing_rows.get(rule.name, np.array([], np.int64)).tolist()
         if got != ids:
             return f"rule {rule.name}: expected failing rows {ids}, got {got}"
     return None
+
+
+class _Finding(Exception):
+    """What the self-test found when GX raised (its cause chained)."""
 
 
 class SparkValidator(_SuiteValidator):
@@ -316,10 +377,14 @@ class SparkValidator(_SuiteValidator):
 
     def self_test(self, spark: Any) -> None:
         df = spark.sql(_SELFTEST_ROWS)
-        found = _self_test_finding(lambda suite, rules, now: _findings(self._batch(df), suite, rules, now, 6))
+        cause: BaseException | None = None
+        try:
+            found = _self_test_finding(lambda suite, rules, now: _findings(self._batch(df), suite, rules, now, 6))
+        except _Finding as exc:
+            found, cause = str(exc), exc.__cause__
         if found is not None:
             import pyspark
 
             raise SelfTestFailed(f"the Great Expectations self-test on Spark failed ({found}); great-expectations "
                                  f"{gx.__version__}, pyspark {pyspark.__version__}: use the versions pinned in "
-                                 "pyproject.toml")
+                                 "pyproject.toml") from cause
