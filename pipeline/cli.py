@@ -657,10 +657,17 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from pipeline import db, sqlfiles
     from pipeline.render import rows_as
+    from pipeline.runs import alive
 
     with db.reading(_db(args)) as con:
         cur = sqlfiles.run(con, "ingest/recent_runs", {"limit": args.limit})
-        print(rows_as(_format(args), [d[0] for d in cur.description], cur.fetchall()))
+        columns = [d[0] for d in cur.description][:-3]
+        rows = []
+        for *row, pid, host, proc_start in cur.fetchall():  # a run whose process died reads as aborted at once
+            if row[4] == "running" and not alive(pid, host, proc_start):
+                row[4], row[5] = "aborted", f"aborted: its process (pid {pid}) ended without finishing the run"
+            rows.append(tuple(row))
+    print(rows_as(_format(args), columns, rows))
     return EXIT_OK
 
 

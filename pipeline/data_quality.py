@@ -5,7 +5,8 @@ same outbox and sinks as the gate's alerts) and the nightly exit code 4 when the
 - rejected files (unreadable, not Parquet, a required column missing or uncastable);
 - quarantined more than `alerts.max_quarantined_share` of the rows it read;
 - left files in the landing folder that are not Parquet (never read: CSV, JSON, ...);
-- loaded no new file while the newest one is older than `alerts.max_days_without_data`.
+- loaded no new file while the newest one is older than `alerts.max_days_without_data`;
+- follows a run that was aborted (its process died without finishing: pipeline/runs.py).
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ def problems(con: Any, landing: Path, ingested: dict[str, Any], config: Config, 
         found.append({"kind": "not_parquet", "key": [str(p) for p in others],
                       "text": f"{len(others)} files in {landing} are not Parquet and were not read "
                               f"(e.g. {others[0].name}); convert them: {convert_hint(others[0])}"})
+    aborted = sqlfiles.run(con, "ingest/aborted_runs").fetchall()
+    if aborted:
+        run_id, kind, started, error = aborted[-1]
+        more = f" (and {len(aborted) - 1} earlier)" if len(aborted) > 1 else ""
+        found.append({"kind": "aborted_run", "key": [r[0] for r in aborted],
+                      "text": f"a previous run was aborted: run {run_id} ({kind}, started {started:%Y-%m-%d %H:%M} "
+                              f"UTC){more}: {error.removeprefix('aborted: ')}"})
     if not ingested["loaded_files"]:
         last = sqlfiles.run(con, "ingest/last_loaded_file").fetchone()[0]
         if last is None:

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 import duckdb
 
-from pipeline import clock, sqlfiles
+from pipeline import clock, runs, sqlfiles
 from pipeline.errors import DatabaseBusy, DatabaseError, UsageError, first_line
 from pipeline.schema import Schema, load_schema
 
@@ -150,6 +150,7 @@ def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(events_ddl(load_schema()))
     con.execute(sqlfiles.sql_file("ddl/tables").text)
     con.execute(sqlfiles.sql_file("ddl/derived").text)
+    runs.mark_aborted(con, utcnow())  # a writer opening the warehouse settles the runs whose process died
     if os.environ.get(FAULT_ENV) == "checkpoint":
         con.execute("SET checkpoint_threshold = '1b'")
         con.execute("SET debug_checkpoint_abort = 'before_header'")

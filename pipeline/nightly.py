@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline import clock, data_quality, db, logs, sqlfiles, stopping
+from pipeline import clock, data_quality, db, logs, runs, sqlfiles, stopping
 from pipeline.aggregate import refresh, use_settings
 from pipeline.alerts import deliver, enqueue, sent_recently
 from pipeline.config import Config
@@ -85,8 +85,9 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
     held = ExitStack()  # the writer lock: released before alert delivery waits on the network
     held.enter_context(db.writer_lock(db_path, kind))
     try:
-        with db.writing(db_path) as con:
-            run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": now}).fetchone()[0])
+        with db.writing(db_path) as con:  # opening it marks the runs whose process died (pipeline/runs.py)
+            run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": now,
+                                                                   **runs.identity()}).fetchone()[0])
         try:
             t = time.perf_counter()
             if engine is not None:

@@ -162,6 +162,43 @@ def test_sigterm_during_a_long_ingest_leaves_exact_counts_and_the_next_run_finis
     assert [r[2] for r in runs(db_path)] == ["interrupted", "ok"]
 
 
+def test_a_nightly_killed_mid_run_is_marked_aborted_and_the_rerun_loads_exactly_the_rest(db_path, tmp_path):
+    """SIGKILL leaves no chance to record anything: the run stays `running` in the table. `pipeline runs` shows
+    it aborted at once, the next writer marks it so, and the next nightly loads exactly the missing files and
+    says a previous run was aborted (a data-quality problem: exit 4)."""
+    land = tmp_path / "land"
+    for i in range(16):
+        write(valid_table(2000, seed=300 + i), land / f"part-{i:02d}.parquet")
+    proc = start("nightly", "--db", str(db_path), "--landing", str(land), "--validate-batch-rows", "1")
+
+    def loaded() -> int:
+        try:
+            return counts(db_path)["files_loaded"]
+        except duckdb.Error:
+            return 0
+
+    wait_for(lambda: loaded() >= 3, every=0.1)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    c = counts(db_path)
+    assert 3 <= c["files_loaded"] < 16 and c["events"] == c["accepted"] == 2000 * c["files_loaded"]
+    assert [r[2] for r in runs(db_path)] == ["running"]  # as the killed process left it
+    shown = run_cli("runs", "--db", str(db_path))
+    assert shown.returncode == 0 and ",aborted,aborted: its process (pid " in shown.stdout, shown.stdout
+    again = run_cli("nightly", "--db", str(db_path), "--landing", str(land))
+    assert again.returncode == 4, again.stdout + again.stderr
+    assert "DATA QUALITY: a previous run was aborted: run 1 (nightly, started " in again.stdout
+    c = counts(db_path)
+    assert (c["files_loaded"], c["events"], c["distinct_ids"]) == (16, 32_000, 32_000)
+    (first, _, first_status, error), (_, _, second_status, _) = runs(db_path)
+    assert (first_status, second_status) == ("aborted", "ok")
+    assert error.startswith(f"aborted: its process (pid {proc.pid}) ended without finishing the run (killed, out of "
+                            "memory or power lost); found ")
+    third = run_cli("nightly", "--db", str(db_path), "--landing", str(land))
+    assert third.returncode == 0 and "aborted" not in third.stdout  # reported once, after the last finished run
+
+
 def test_a_run_failing_on_a_dead_webhook_is_recorded_and_its_alerts_arrive_next_run(db_path, landing):
     import socket
 

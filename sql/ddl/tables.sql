@@ -44,10 +44,14 @@ CREATE TABLE IF NOT EXISTS runs (
     kind        VARCHAR NOT NULL,      -- nightly | scheduled
     started_at  TIMESTAMP NOT NULL,
     finished_at TIMESTAMP,
-    status      VARCHAR NOT NULL,      -- running | ok | failed | interrupted
+    status      VARCHAR NOT NULL,      -- running | ok | failed | interrupted | aborted (its process died)
     summary     JSON,
     error       VARCHAR
 );
+-- the running process, so a run whose process died is seen as aborted (pipeline/runs.py); added later
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid INTEGER;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS proc_start BIGINT;
 CREATE TABLE IF NOT EXISTS alerts (
     alert_id      VARCHAR NOT NULL,      -- stable: the receiver's idempotency key
     sink          VARCHAR NOT NULL,      -- stdout | jsonl | webhook
