@@ -114,7 +114,8 @@ def test_a_sigterm_taken_by_another_thread_still_stops_the_scheduler(tmp_path, d
 
 def test_a_missed_night_is_caught_up_exactly_once(db_path, landing):
     with db.writing(db_path) as con:  # the last scheduled run was two days ago: last night's 02:00 was missed
-        con.execute("INSERT INTO runs VALUES (nextval('run_id_seq'), 'scheduled', ?, ?, 'ok', NULL, NULL)",
+        con.execute("INSERT INTO runs (run_id, kind, started_at, finished_at, status) "
+                    "VALUES (nextval('run_id_seq'), 'scheduled', ?, ?, 'ok')",
                     [db.utcnow() - timedelta(days=2), db.utcnow() - timedelta(days=2)])
     proc = start("schedule", "--db", str(db_path), "--landing", str(landing), "--cron", "0 2 * * *")
     try:
