@@ -101,6 +101,37 @@ class _Reader:
         return found
 
 
+def encrypted(path: str) -> bool:
+    """The file uses Parquet modular encryption: an encrypted footer (magic `PARE`), or a plaintext footer
+    that names an encryption algorithm (FileMetaData field 8, or 9: the footer signing key). Told from the
+    bytes alone, before any Parquet reader sees them: Arrow's reader aborts the process on a plaintext footer
+    whose column metadata it cannot decrypt."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            if size < 12:
+                return False
+            fh.seek(size - 8)
+            tail = fh.read(8)
+            if tail[4:] == b"PARE":
+                return True
+            length = int.from_bytes(tail[:4], "little")
+            if tail[4:] != b"PAR1" or not 0 < length <= size - 12:
+                return False
+            fh.seek(size - 8 - length)
+            reader = _Reader(fh.read(length))
+        field = 0
+        while (head := reader.byte()) != 0:
+            delta, kind = head >> 4, head & 0x0F
+            field = field + delta if delta else reader.zigzag()
+            if field in (8, 9):
+                return True
+            reader.skip(kind)
+    except (_Unreadable, OSError, RecursionError):
+        return False
+    return False
+
+
 _MISSING = -(1 << 40)  # no CRC in the header (a CRC is a 32-bit value)
 
 

@@ -36,11 +36,12 @@ import pyarrow.parquet as pq
 
 from pipeline.db import error_text
 from pipeline.errors import first_line
-from pipeline.parquet_pages import pages_ok
+from pipeline.parquet_pages import encrypted, pages_ok
 from pipeline.rule_results import INDEX, STAGE
 from pipeline.schema import Column, Schema
 
 _READ_ROWS = 65_536  # rows per record batch of the checked read
+ENCRYPTED = "encrypted Parquet (not supported)"
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ def check(path: Path, schema: Schema, decided: set[str] | frozenset[str] = froze
     sha, size = sha256_of(path), path.stat().st_size
     if sha in decided:
         return Checked(path, sha, size, known=True)
+    if encrypted(str(path)):  # before any reader: Arrow's aborts the process on some encrypted footers
+        return Checked(path, sha, size, rows=0, reason=ENCRYPTED)
     try:  # a page written with a CRC is checked against it: a flipped bit must not load a wrong value
         pf = pq.ParquetFile(path, page_checksum_verification=True)
         if not (_decoded_by_duckdb(pf.metadata) and pages_ok(str(path), pf.metadata)):

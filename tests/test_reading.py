@@ -145,3 +145,36 @@ def test_a_column_named_like_a_contract_column_in_another_case_is_an_extra_colum
     assert (result.files[0].status, result.files[0].accepted, result.files[0].extra_columns) == (
         "loaded", 10, ["Total_MS"])
     assert query(db_path, "SELECT min(total_ms) > 0 FROM events") == [(True,)]
+
+
+ENCRYPTED_FILES = ("encrypt_columns_plaintext_footer.parquet.encrypted",  # aborted the process before
+                   "encrypt_columns_and_footer.parquet.encrypted")  # PARE magic
+
+
+def test_encrypted_files_are_rejected_up_front_and_the_good_file_beside_them_loads(tmp_path):
+    """apache/parquet-testing's encrypted files, each beside a good contract file, through the real CLI: the
+    process is never killed (the plaintext-footer one used to abort it with SIGABRT), each encrypted file is
+    rejected as such, the good file's rows are in, and a second run re-reads neither."""
+    import shutil
+
+    from conftest import ROOT, counts, run_cli
+
+    land = tmp_path / "land"
+    land.mkdir()
+    vendored = ROOT / "tests" / "data" / "parquet-testing"
+    for name in ENCRYPTED_FILES:
+        shutil.copy(vendored / name, land / name.removesuffix(".encrypted"))
+    write(valid_table(300, seed=61), land / "good.parquet")
+    db_path = tmp_path / "t.duckdb"
+    done = run_cli("ingest", "--db", str(db_path), "--json", "--as-of", NOW.isoformat(), str(land))
+    assert done.returncode == 0, done.stderr  # not -6 (SIGABRT)
+    import json
+
+    result = json.loads(done.stdout)
+    rejected = {Path(f["path"]).name: f["reason"] for f in result["rejected_files"]}
+    assert rejected == {n.removesuffix(".encrypted"): "encrypted Parquet (not supported)" for n in ENCRYPTED_FILES}
+    assert (result["accepted"] + result["quarantined"], counts(db_path)["events"]) == (300, result["accepted"])
+    again = json.loads(run_cli("ingest", "--db", str(db_path), "--json", str(land)).stdout)
+    assert again["rows_read"] == 0  # not read again: their bytes are known
+    assert all(f["reason"].startswith("encrypted Parquet (not supported) (already rejected as ")
+               for f in again["rejected_files"]) and len(again["rejected_files"]) == 2
