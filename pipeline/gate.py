@@ -404,7 +404,8 @@ class _Measure:
 
             def bounds(alpha: float) -> tuple[float | None, float | None]:
                 half = stats.z_boundary(var, tau, alpha, self.sequential) * se
-                return (shown(harm - half), shown(harm + half)) if math.isfinite(half) else (None, None)
+                return (_shown_or_open(shown, harm - half), _shown_or_open(shown, harm + half)) \
+                    if math.isfinite(half) else (None, None)
 
             check.bounds = bounds
             check.interval_method = ("mixture SPRT confidence sequence" if self.sequential else "one-look z interval") \
@@ -681,6 +682,15 @@ class _Measure:
         check.reading_interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
         self._rate_test(check, "", r, check.threshold, harm_above=True, what="share of device-days over the cap")
         return check
+
+
+def _shown_or_open(shown: Callable[[float], float], x: float) -> float | None:
+    """A bound on the shown scale; None (open) where it is past what a float holds (a p95 of e^800 ms)."""
+    try:
+        value = shown(x)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _add_note(check: GateCheck, text: str) -> None:

@@ -249,3 +249,12 @@ def test_heterogeneity_family_has_the_shape_it_claims():
     top1 = counts[: len(counts) // 100].sum() / counts.sum()
     assert 0.15 < top1 < 0.5  # heavy-tailed: the top 1 % of devices send a fifth or more of the rows
     assert 1500 < len(set(ids[~cloud])) < 2100 and math.isclose(len(set(ids[cloud])) / len(set(ids)), 0.2, abs_tol=0.04)
+
+
+def test_a_bound_past_what_a_float_holds_is_open_not_a_crash():
+    """A weak-network segment with a huge variance: exp() of its upper bound overflowed and killed the
+    evaluation (seen in a seed sweep); the bound is open instead."""
+    shown = lambda x: 9000 * math.exp(x)  # noqa: E731
+    assert G._shown_or_open(shown, 900.0) is None
+    assert G._shown_or_open(shown, -900.0) == 0.0
+    assert G._shown_or_open(shown, 0.0) == 9000.0
