@@ -481,24 +481,23 @@ def quantile_bounds_by_test(grid_values: Sequence[float] | None, n_eff: float, p
         return rate_p_value(share * n_eff, n_eff, 1 - p, False, sequential) <= alpha
 
     last = len(QUANTILE_GRID) - 1
-    lo = hi = None
-    if harm(0):
-        a, b = 0, last  # harm(a) true; find the last true
-        if harm(b):
-            a = b
-        while b - a > 1:
-            mid = (a + b) // 2
-            a, b = (mid, b) if harm(mid) else (a, mid)
-        lo = float(grid_values[a])
-    if safe(last):
-        a, b = 0, last  # safe(b) true; find the first true
-        if safe(a):
-            b = a
-        while b - a > 1:
-            mid = (a + b) // 2
-            a, b = (a, mid) if safe(mid) else (mid, b)
-        hi = float(grid_values[b])
-    return lo, hi
+    lo = _last_true(harm, last)  # harm holds for the low fractions; safe from some fraction on
+    before_safe = _last_true(lambda i: not safe(i), last) if not safe(0) else -1
+    return (float(grid_values[lo]) if lo is not None else None,
+            float(grid_values[before_safe + 1]) if before_safe is not None and before_safe < last else None)
+
+
+def _last_true(holds: Callable[[int], bool], last: int) -> int | None:
+    """The last i in 0..last where `holds` (true up to some i, false after) is true; None if it never is."""
+    if not holds(0):
+        return None
+    a, b = 0, last
+    if holds(b):
+        return b
+    while b - a > 1:
+        mid = (a + b) // 2
+        a, b = (mid, b) if holds(mid) else (a, mid)
+    return a
 
 
 def hall_sheather(n: float, p: float, confidence: float) -> float:

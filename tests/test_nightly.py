@@ -135,10 +135,11 @@ def test_a_missed_night_is_caught_up_exactly_once(db_path, landing):
     assert [r[2] for r in runs(db_path)] == ["ok", "ok"]
 
 
-def test_sigterm_during_a_long_ingest_leaves_exact_counts_and_the_next_run_finishes(db_path, tmp_path):
+def _long_nightly(db_path: Path, tmp_path: Path, seed: int) -> tuple[subprocess.Popen, Path]:
+    """A nightly over 16 files of 2,000 rows, each its own batch, once it has loaded 3 of them."""
     land = tmp_path / "land"
     for i in range(16):
-        write(valid_table(2000, seed=200 + i), land / f"part-{i:02d}.parquet")
+        write(valid_table(2000, seed=seed + i), land / f"part-{i:02d}.parquet")
     proc = start("nightly", "--db", str(db_path), "--landing", str(land), "--validate-batch-rows", "1")
 
     def loaded() -> int:
@@ -148,6 +149,11 @@ def test_sigterm_during_a_long_ingest_leaves_exact_counts_and_the_next_run_finis
             return 0
 
     wait_for(lambda: loaded() >= 3, every=0.1)
+    return proc, land
+
+
+def test_sigterm_during_a_long_ingest_leaves_exact_counts_and_the_next_run_finishes(db_path, tmp_path):
+    proc, land = _long_nightly(db_path, tmp_path, 200)
     code, _, err = stop(proc)
     assert code == 130, err
     assert "stopped by a signal after the last whole file; run it again to finish" in err
@@ -167,18 +173,7 @@ def test_a_nightly_killed_mid_run_is_marked_aborted_and_the_rerun_loads_exactly_
     """SIGKILL leaves no chance to record anything: the run stays `running` in the table. `pipeline runs` shows
     it aborted at once, the next writer marks it so, and the next nightly loads exactly the missing files and
     says a previous run was aborted (a data-quality problem: exit 4)."""
-    land = tmp_path / "land"
-    for i in range(16):
-        write(valid_table(2000, seed=300 + i), land / f"part-{i:02d}.parquet")
-    proc = start("nightly", "--db", str(db_path), "--landing", str(land), "--validate-batch-rows", "1")
-
-    def loaded() -> int:
-        try:
-            return counts(db_path)["files_loaded"]
-        except duckdb.Error:
-            return 0
-
-    wait_for(lambda: loaded() >= 3, every=0.1)
+    proc, land = _long_nightly(db_path, tmp_path, 300)
     proc.kill()
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
