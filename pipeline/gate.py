@@ -348,6 +348,7 @@ class _Measure:
         self.sequential = config.statistics.method == "sequential"
         self.conf = config.statistics.confidence
         self.split = budget_split(config)
+        self.by_device = config.statistics.estimand != "requests"  # quality compares devices whole
         self.pools: dict[tuple, GateCheck] = {}  # quality, per task x tier
 
     def segment(self, row: dict[str, Any]) -> Segment:
@@ -533,13 +534,26 @@ class _Measure:
 
     def _quality(self, cells: list[tuple[dict, dict]], edge_pool: dict, cloud_pool: dict, level: str,
                  gates: Any, note: str) -> GateCheck:
-        """Farrington-Manning score test of edge >= (1 - tolerance) x cloud adoption, strata combined with
-        Mantel-Haenszel weights, each arm's variance times its device design effect over the pool."""
+        """Farrington-Manning score test of edge >= (1 - tolerance) x cloud adoption, each arm's variance times
+        its device design effect. Counting requests: strata (network buckets) combined with Mantel-Haenszel
+        weights, with the pool's design effect. Counting devices (per_device, capped_requests): the pool's
+        devices compared whole, each by its rate over its online rows (offline rows have no cloud baseline),
+        one stratum with each arm's own design effect: a device's rate within one bucket is noisier than its
+        rate over the pool, so the pool's design effect would understate a bucket's variance."""
         check = self._new("quality_loss", gates)
-        deff_e = self.ratio(edge_pool, "adopted", "rows").design_effect
-        deff_c = self.ratio(cloud_pool, "adopted", "rows").design_effect
-        strata = [stats.Stratum(self.ratio(e, "adopted", "rows").in_pool(deff_e),
-                                self.ratio(cl, "adopted", "rows").in_pool(deff_c)) for e, cl in cells]
+        if self.by_device:
+            cells = [(edge_pool, cloud_pool)]
+            n, k, note = "online_rows", "online_adopted", "devices compared whole over their online rows" + (
+                "; offline rows not compared (no cloud baseline offline)" if "offline" in note else "")
+            edge, cloud = self.ratio(edge_pool, k, n), self.ratio(cloud_pool, k, n)
+            deff_e, deff_c = edge.design_effect, cloud.design_effect
+            strata = [stats.Stratum(edge, cloud)] if edge.n > 0 and cloud.n > 0 else []
+        else:
+            n, k = "rows", "adopted"
+            deff_e = self.ratio(edge_pool, k, n).design_effect
+            deff_c = self.ratio(cloud_pool, k, n).design_effect
+            strata = [stats.Stratum(self.ratio(e, k, n).in_pool(deff_e), self.ratio(cl, k, n).in_pool(deff_c))
+                      for e, cl in cells]
         if not strata or all(s.cloud.k == 0 for s in strata):
             check.short_of_data, check.note = True, "no cloud baseline with enough rows"
             return check
@@ -548,18 +562,20 @@ class _Measure:
         d, var = stats.stratified_ratio_score(strata, theta)
         cloud_rate = sum(s.cloud.k for s in strata) / sum(s.cloud.n for s in strata)
         check.measured, check.reading_interval, check.baseline, check.baseline_level = loss, interval, cloud_rate, level
-        check.rows = int(sum(e["rows"] for e, _ in cells))
-        check.devices = edge_pool["devices"]
+        check.rows = int(sum(e[n] for e, _ in cells))
+        check.devices = edge_pool[f"{n}_devices"] if self.by_device else edge_pool["devices"]
         check.design_effect = deff_e
         check.note = note
         tau = check.threshold * cloud_rate * 2
         self._z_test(check, "", -d, var, tau, ("mixture SPRT" if self.sequential else "one look")
-                     + " on the stratified Farrington-Manning score, device design effects")
+                     + (" on the Farrington-Manning score of device-level rates" if self.by_device else
+                        " on the stratified Farrington-Manning score, device design effects"))
         check.bounds = lambda a: _loss_bounds(strata, a, tau, self.sequential)
         check.interval_method = (("mixture SPRT confidence sequence" if self.sequential else "one-look interval")
                                  + ": the relative losses whose score test at this alpha does not reject")
         units = sum(s.edge.n for s in strata)
-        check.extra.update(cloud_rows=int(sum(cl["rows"] for _, cl in cells)), cloud_devices=cloud_pool["devices"],
+        check.extra.update(cloud_rows=int(sum(cl[n] for _, cl in cells)),
+                           cloud_devices=cloud_pool[f"{n}_devices"] if self.by_device else cloud_pool["devices"],
                            cloud_design_effect=deff_c, edge_adoption=sum(s.edge.k for s in strata) / max(1, units),
                            edge_units=units, cloud_units=sum(s.cloud.n for s in strata),
                            estimand=self.config.statistics.estimand)

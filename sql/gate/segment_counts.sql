@@ -9,7 +9,8 @@
 -- The estimand (gates/admission.yaml statistics.estimand) weighs each device's rows in the rate and comparison
 -- gates: a device with n rows of which k count weighs w = least(n, $weight_cap) (1: every device once, the
 -- mean of per-device rates; a huge cap: every row once) and contributes w * k / n. For those ratios
--- (rows: adopted, fallbacks; failures: detected; throttled_n: throttled) `<n>_w` and `<k>_w` are the
+-- (rows: adopted, fallbacks; failures: detected; throttled_n: throttled; online_rows: online_adopted, the
+-- device-level quality comparison over rows a cloud could have served) `<n>_w` and `<k>_w` are the
 -- weighted sums, `<n>_nn`, `<k>_kk`, `<k>_kn` their squares and cross products, `<n>_ind` = sum w^2 / n
 -- (the variance if rows were independent). The p95 budgets count requests (a p95 is a request quantile).
 WITH picked AS (
@@ -32,6 +33,8 @@ per_device AS (
            grouping(task) * 4 + grouping(device_tier) * 2 + grouping(network_bucket) AS level,
            count(*) AS rows,
            count(*) FILTER (WHERE adopted) AS adopted,
+           count(*) FILTER (WHERE network_bucket <> 'offline') AS online_rows,
+           count(*) FILTER (WHERE adopted AND network_bucket <> 'offline') AS online_adopted,
            count(*) FILTER (WHERE fallback) AS fallbacks,
            count(*) FILTER (WHERE failure) AS failures,
            count(*) FILTER (WHERE failure AND detected_failure) AS detected,
@@ -50,7 +53,8 @@ weighted AS (
     SELECT *,
            CASE WHEN rows > 0 THEN least(rows, $weight_cap) ELSE 0 END AS rows_w,
            CASE WHEN failures > 0 THEN least(failures, $weight_cap) ELSE 0 END AS failures_w,
-           CASE WHEN throttled_n > 0 THEN least(throttled_n, $weight_cap) ELSE 0 END AS throttled_n_w
+           CASE WHEN throttled_n > 0 THEN least(throttled_n, $weight_cap) ELSE 0 END AS throttled_n_w,
+           CASE WHEN online_rows > 0 THEN least(online_rows, $weight_cap) ELSE 0 END AS online_rows_w
     FROM per_device
 ),
 contributions AS (
@@ -58,7 +62,8 @@ contributions AS (
            CASE WHEN rows > 0 THEN rows_w * adopted / rows ELSE 0 END AS adopted_w,
            CASE WHEN rows > 0 THEN rows_w * fallbacks / rows ELSE 0 END AS fallbacks_w,
            CASE WHEN failures > 0 THEN failures_w * detected / failures ELSE 0 END AS detected_w,
-           CASE WHEN throttled_n > 0 THEN throttled_n_w * throttled / throttled_n ELSE 0 END AS throttled_w
+           CASE WHEN throttled_n > 0 THEN throttled_n_w * throttled / throttled_n ELSE 0 END AS throttled_w,
+           CASE WHEN online_rows > 0 THEN online_rows_w * online_adopted / online_rows ELSE 0 END AS online_adopted_w
     FROM weighted
 )
 SELECT side, task, device_tier, network_bucket, level,  -- 0 segment, 1 task x tier, 2 task x bucket, 3 task, 7 release
@@ -66,6 +71,12 @@ SELECT side, task, device_tier, network_bucket, level,  -- 0 segment, 1 task x t
        sum(rows) AS rows, sum(rows_w) AS rows_w, sum(rows_w * rows_w) AS rows_nn, sum(rows_w * rows_w / rows) AS rows_ind,
        sum(adopted) AS adopted, sum(adopted_w) AS adopted_w, sum(adopted_w * adopted_w) AS adopted_kk,
        sum(adopted_w * rows_w) AS adopted_kn,
+       sum(online_rows) AS online_rows, sum(online_rows_w) AS online_rows_w,
+       sum(online_rows_w * online_rows_w) AS online_rows_nn,
+       sum(CASE WHEN online_rows > 0 THEN online_rows_w * online_rows_w / online_rows END) AS online_rows_ind,
+       count(*) FILTER (WHERE online_rows > 0) AS online_rows_devices,
+       sum(online_adopted) AS online_adopted, sum(online_adopted_w) AS online_adopted_w,
+       sum(online_adopted_w * online_adopted_w) AS online_adopted_kk, sum(online_adopted_w * online_rows_w) AS online_adopted_kn,
        sum(fallbacks) AS fallbacks, sum(fallbacks_w) AS fallbacks_w, sum(fallbacks_w * fallbacks_w) AS fallbacks_kk,
        sum(fallbacks_w * rows_w) AS fallbacks_kn,
        sum(failures) AS failures, sum(failures_w) AS failures_w, sum(failures_w * failures_w) AS failures_nn,

@@ -29,6 +29,10 @@ WITH picked AS (
     COUNT(*) FILTER(WHERE
       adopted) AS adopted,
     COUNT(*) FILTER(WHERE
+      network_bucket <> 'offline') AS online_rows,
+    COUNT(*) FILTER(WHERE
+      adopted AND network_bucket <> 'offline') AS online_adopted,
+    COUNT(*) FILTER(WHERE
       fallback) AS fallbacks,
     COUNT(*) FILTER(WHERE
       failure) AS failures,
@@ -66,7 +70,8 @@ WITH picked AS (
     *,
     CASE WHEN rows > 0 THEN LEAST(rows, :weight_cap) ELSE 0 END AS rows_w,
     CASE WHEN failures > 0 THEN LEAST(failures, :weight_cap) ELSE 0 END AS failures_w,
-    CASE WHEN throttled_n > 0 THEN LEAST(throttled_n, :weight_cap) ELSE 0 END AS throttled_n_w
+    CASE WHEN throttled_n > 0 THEN LEAST(throttled_n, :weight_cap) ELSE 0 END AS throttled_n_w,
+    CASE WHEN online_rows > 0 THEN LEAST(online_rows, :weight_cap) ELSE 0 END AS online_rows_w
   FROM per_device
 ), contributions AS (
   SELECT
@@ -74,7 +79,12 @@ WITH picked AS (
     CASE WHEN rows > 0 THEN rows_w * adopted / rows ELSE 0 END AS adopted_w,
     CASE WHEN rows > 0 THEN rows_w * fallbacks / rows ELSE 0 END AS fallbacks_w,
     CASE WHEN failures > 0 THEN failures_w * detected / failures ELSE 0 END AS detected_w,
-    CASE WHEN throttled_n > 0 THEN throttled_n_w * throttled / throttled_n ELSE 0 END AS throttled_w
+    CASE WHEN throttled_n > 0 THEN throttled_n_w * throttled / throttled_n ELSE 0 END AS throttled_w,
+    CASE
+      WHEN online_rows > 0
+      THEN online_rows_w * online_adopted / online_rows
+      ELSE 0
+    END AS online_adopted_w
   FROM weighted
 )
 SELECT
@@ -92,6 +102,16 @@ SELECT
   SUM(adopted_w) AS adopted_w,
   SUM(adopted_w * adopted_w) AS adopted_kk,
   SUM(adopted_w * rows_w) AS adopted_kn,
+  SUM(online_rows) AS online_rows,
+  SUM(online_rows_w) AS online_rows_w,
+  SUM(online_rows_w * online_rows_w) AS online_rows_nn,
+  SUM(CASE WHEN online_rows > 0 THEN online_rows_w * online_rows_w / online_rows END) AS online_rows_ind,
+  COUNT(*) FILTER(WHERE
+    online_rows > 0) AS online_rows_devices,
+  SUM(online_adopted) AS online_adopted,
+  SUM(online_adopted_w) AS online_adopted_w,
+  SUM(online_adopted_w * online_adopted_w) AS online_adopted_kk,
+  SUM(online_adopted_w * online_rows_w) AS online_adopted_kn,
   SUM(fallbacks) AS fallbacks,
   SUM(fallbacks_w) AS fallbacks_w,
   SUM(fallbacks_w * fallbacks_w) AS fallbacks_kk,
