@@ -279,6 +279,7 @@ def test_explain_names_figures_sql_baseline_and_reason(db_path):
                      r"sql/gate/segment_counts.sql, sql/gate/segment_quantiles.sql$", peak), peak
     quality = lines[lines.index("quality loss (quality_loss, enforce): FAIL") + 1]
     assert "cloud adoption" in quality and "(baseline: task x tier (all buckets))" in quality
-    assert "stratified over network buckets" in quality and "evidence the threshold is broken (p < 0.001" in quality
+    assert "devices compared whole over their online rows" in quality
+    assert "evidence the threshold is broken (p < 0.001" in quality
     missing = run_cli("explain", "--db", str(db_path), "--release", "4.12", "--segment", "rewrite/tiny/normal")
     assert missing.returncode == 2 and "no segment 'rewrite/tiny/normal'" in missing.stderr

@@ -76,21 +76,21 @@ def test_gate_says_the_verdict_first_then_failing_then_passing_segments(demo):
     lines = proc.stdout.splitlines()
     assert lines[:7] == [
         "verdict for release 4.12: ROLLBACK_TO_CLOUD - a release-wide gate failed",
-        "36 segments: 14 judged (12 roll back, 2 keep edge), 22 insufficient data; "
+        "36 segments: 14 judged (10 roll back, 4 keep edge), 22 insufficient data; "
         "window 2026-11-17 00:00 .. 2026-12-01 00:00 UTC",
-        "release-wide quality loss 14.3% (threshold 3%, p < 0.001, decision interval 12.5% to 16% at alpha 0.57%): "
+        "release-wide quality loss 14.1% (threshold 3%, p < 0.001, decision interval 11.2% to 16.8% at alpha 0.57%): "
         "fail",
         "",
         HEADER,
-        "roll back to cloud (12)",
-        'intent/high/normal         1,175    23.2%          11.4%    1,117            342~        14.2%X    '
+        "roll back to cloud (10)",
+        'intent/high/normal         1,175    23.2%          11.4%    1,117            342~        14.6%X    '
         '95.1%~      5.8%            -      0.8             0%',
     ]
-    assert lines[lines.index("keep edge (2)") - 1].startswith("summarize/mid/normal       1,124    31.4%")
+    assert lines[lines.index("keep edge (4)") - 1].startswith("summarize/mid/normal       1,124    31.4%")
     # too few devices in its pool to show its loss on its own: it keeps the edge, borderline, and says why; the
     # release-wide test (all pools stratified) rolls the release back
-    assert lines[lines.index("keep edge (2)") + 1].startswith("intent/flagship/normal       428    15.5%")
-    assert any(ln.startswith("not yet significant: intent/flagship/normal quality_loss 12.1% past <= 3% at alpha "
+    assert lines[lines.index("keep edge (4)") + 1].startswith("intent/flagship/normal       428    15.5%")
+    assert any(ln.startswith("not yet significant: intent/flagship/normal quality_loss 13.2% past <= 3% at alpha "
                              "0.71%; about ") for ln in lines)
     assert ('threshold rewrite                   <=40%          <=25%  <=10,000         <=500          <=3%     '
             '>=90%      <=25%  <cloud 9,584   <=5.0           <=5%') in lines  # the cloud's figure
@@ -107,10 +107,10 @@ def test_gate_says_the_verdict_first_then_failing_then_passing_segments(demo):
 def test_gate_fits_80_columns_and_keeps_the_failing_gates(demo):
     lines = gate(demo, COLUMNS="80").stdout.splitlines()
     assert max(len(ln) for ln in lines) <= 80
-    assert lines[1:3] == ["36 segments: 14 judged (12 roll back, 2 keep edge), 22 insufficient data; window",
+    assert lines[1:3] == ["36 segments: 14 judged (10 roll back, 4 keep edge), 22 insufficient data; window",
                           "  2026-11-17 00:00 .. 2026-12-01 00:00 UTC"]  # wrapped, not cut
     assert lines[6] == "segment                     rows  peak mem   p95 ms   quality loss  rise °C"
-    assert "rewrite/low/normal         1,583    47.1%X   16,898X        10.7%~     9.7X" in lines
+    assert "rewrite/low/normal         1,583    47.1%X   16,898X        12.1%~     9.7X" in lines
     assert ("6 gate columns hidden to fit 80 columns (resident mem, cold start ms, detected, fallback, weak-net ms, "
             "day cap (obs)); --wide shows them all") in " ".join(ln.strip() for ln in lines)
 
