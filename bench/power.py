@@ -1,7 +1,8 @@
 """Operating characteristics of the shipped gate over the heterogeneity family (README "Operating
 characteristics"), by simulation: the README's table is this script's output.
 
-    .venv/bin/python bench/power.py [--runs 20] [--jobs 2] [--points all|NAME,...] [--json out.json]
+    .venv/bin/python bench/power.py [--runs 20] [--jobs 2] [--points all|N,...] [--json out.json]
+    .venv/bin/python bench/power.py --p95 [--runs 10] [--jobs 2]
 
 Each grid point is a population of `pipeline simulate` (simulate.Population): per-device adoption propensity
 Beta(c p, c (1 - p)) around the task's rate, Pareto or lognormal activity, 0.2 % chatty devices (30 x activity),
@@ -17,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from pipeline import stats
-from pipeline.backtest import Sweep, run_sweep
+from pipeline.backtest import SWEEPS, Sweep, merge, run_sweep
 from pipeline.config import load_config
 from pipeline.simulate import Population, generate
 
@@ -66,22 +68,41 @@ def shape(pop: Population) -> dict[str, float]:
             "top_1pct_rows": float(top(1)), "top_10pct_rows": float(top(10))}
 
 
+def p95_sweeps(config, runs: int, jobs: int) -> None:
+    sweeps = [s for s in SWEEPS if s.p95_factor is not None]
+    tasks = [(s, seed, config, NIGHTS) for s in sweeps for seed in range(runs)]
+    started = time.time()
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        done = pool.starmap(run_sweep, tasks, chunksize=1)
+    print(f"{runs} releases per sweep, {NIGHTS} nightly looks each; {time.time() - started:.0f} s\n")
+    print("| true p95 | releases rolled back | failing looks, all sizes | failing looks, 400-700 values |")
+    print("|---|---|---|---|")
+    for i, s in enumerate(sweeps):
+        r = merge(done[i * runs:(i + 1) * runs])
+        print(f"| {s.name.removeprefix('latency p95 ')} | {r.ever}/{r.runs} | {r.looks_failed / max(1, r.looks):.1%} "
+              f"of {r.looks:,} | {r.near_500_failed / max(1, r.near_500):.1%} of {r.near_500:,} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--points", default="all", help="comma-separated point numbers (1-based), or all")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--p95", action="store_true",
+                    help="instead, the p95 budget sweeps of `pipeline backtest --simulated` (true p95 at 1 and 1.2 x "
+                         "the budget, independent and device-clustered): the share of segment looks that fail")
     args = ap.parse_args()
     config = load_config(None)
+    if args.p95:
+        p95_sweeps(config, args.runs, args.jobs)
+        return
     points = GRID if args.points == "all" else tuple(GRID[int(i) - 1] for i in args.points.split(","))
     sweeps = [Sweep(f"{p.name} | {label}", "aa", ROWS, loss=loss, population=p.population)
               for p in points for label, loss in EFFECTS]
     tasks = [(sw, seed, config, NIGHTS) for sw in sweeps for seed in range(args.runs)]
     started = time.time()
     if args.jobs > 1:
-        import multiprocessing
-
         with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
             done = pool.starmap(run_sweep, tasks, chunksize=1)
     else:
