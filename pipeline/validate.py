@@ -186,10 +186,11 @@ class _SwallowedByGX(logging.Handler):
         log.removeHandler(self)
         log.level, log.propagate = self._saved
 
-    def cause(self, name: str) -> ValidatorError | None:
-        """The error to raise for rule `name` when GX swallowed the real cause: it names and chains it."""
+    def unevaluated(self, name: str, message: str) -> ValidatorError:
+        """The error for rule `name` that GX could not evaluate: GX's own message, or the exception it swallowed
+        (named, and chained for --debug)."""
         if not self.caught:
-            return None
+            return ValidatorError(f"rule {name}: Great Expectations could not evaluate it: {message}")
         real = self.caught[0]
         error = ValidatorError(f"rule {name}: Great Expectations could not evaluate it: its metric resolution "
                                f"raised {type(real).__name__}: {first_line(real)}")
@@ -202,16 +203,11 @@ def _findings(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, row
     those rules only). Raises ValidatorError naming the rule GX could not evaluate, and the exception behind
     it where GX swallowed one (chained, for --debug)."""
     with _SwallowedByGX() as swallowed:
-        try:
-            return _validated(batch, suite, rules, now, rows)
-        except ValidatorError as exc:
-            better = swallowed.cause(str(exc).split(":")[0].removeprefix("rule "))
-            if better is None:
-                raise
-            raise better from better.__cause__
+        return _validated(batch, suite, rules, now, rows, swallowed)
 
 
-def _validated(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, rows: int) -> Validation:
+def _validated(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, rows: int,
+               swallowed: _SwallowedByGX) -> Validation:
     counted = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
     by_rule = {res.expectation_config.meta["rule"]: res for res in counted.results}
     results, failed = [], []
@@ -222,8 +218,7 @@ def _validated(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, ro
         # a row condition no row meets leaves no count: nothing to break (element_count is checked below)
         empty = seen == 0 and rules[name].kind == "forbidden_when"
         if message is not None or (res.result.get("unexpected_count") is None and not empty):
-            raise ValidatorError(f"rule {name}: Great Expectations could not evaluate it: "
-                                 f"{message or 'no result'}")
+            raise swallowed.unevaluated(name, message or "no result")
         count = int(res.result.get("unexpected_count") or 0)
         if rules[name].kind in ("not_null", "in_set", "in_range") and seen != rows:
             raise ValidatorError(f"rule {name}: Great Expectations saw {seen} rows of {rows}")
@@ -244,7 +239,7 @@ def _validated(batch: Any, suite: Any, rules: dict[str, Rule], now: datetime, ro
             name = res.expectation_config.meta["rule"]
             message = _exception_message(res)
             if message is not None:
-                raise ValidatorError(f"rule {name}: Great Expectations could not evaluate it: {message}")
+                raise swallowed.unevaluated(name, message)
             listed = res.result.get("unexpected_index_list") or []
             idx = np.fromiter((row[INDEX] for row in listed), dtype=np.int64, count=len(listed))
             if len(idx) != expected[name]:
@@ -318,11 +313,8 @@ class Validator(_SuiteValidator):
         """Known failures on a six-row table must come back with their exact counts and ids."""
         con = self._bound()
         con.execute(f"CREATE OR REPLACE TABLE {STAGE}.selftest AS {_SELFTEST_ROWS}")
-        cause: BaseException | None = None
         try:
-            found = _self_test_finding(lambda suite, rules, now: self._run("selftest", suite, rules, now, 6))
-        except _Finding as exc:
-            found, cause = str(exc), exc.__cause__
+            found, cause = _self_test_finding(lambda suite, rules, now: self._run("selftest", suite, rules, now, 6))
         finally:
             con.execute(f"DROP TABLE IF EXISTS {STAGE}.selftest")
         if found is not None:
@@ -333,24 +325,22 @@ class Validator(_SuiteValidator):
             ) from cause
 
 
-def _self_test_finding(run: Callable[[Any, dict[str, Rule], datetime], Validation]) -> str | None:
-    """None when GX finds exactly the self-test's known failures; else what went wrong, in one line."""
+def _self_test_finding(run: Callable[[Any, dict[str, Rule], datetime], Validation]
+                       ) -> tuple[str | None, BaseException | None]:
+    """(None, None) when GX finds exactly the self-test's known failures; else what went wrong, in one line,
+    and the exception behind it when GX raised (chained by the caller, for --debug)."""
     rules = {rule.name: rule for rule, _ in _SELFTEST_RULES}
     now = datetime(2000, 1, 1)
     suite = gx.ExpectationSuite(name="self_test", expectations=[_expectation(r, now) for r in rules.values()])
     try:
         found = run(suite, rules, now)
     except Exception as exc:  # any failure here is the same finding: the GX path is broken
-        raise _Finding(first_line(exc)) from exc
+        return first_line(exc), exc
     for rule, ids in _SELFTEST_RULES:
         got = found.failing_rows.get(rule.name, np.array([], np.int64)).tolist()
         if got != ids:
-            return f"rule {rule.name}: expected failing rows {ids}, got {got}"
-    return None
-
-
-class _Finding(Exception):
-    """What the self-test found when GX raised (its cause chained)."""
+            return f"rule {rule.name}: expected failing rows {ids}, got {got}", None
+    return None, None
 
 
 class SparkValidator(_SuiteValidator):
@@ -377,11 +367,7 @@ class SparkValidator(_SuiteValidator):
 
     def self_test(self, spark: Any) -> None:
         df = spark.sql(_SELFTEST_ROWS)
-        cause: BaseException | None = None
-        try:
-            found = _self_test_finding(lambda suite, rules, now: _findings(self._batch(df), suite, rules, now, 6))
-        except _Finding as exc:
-            found, cause = str(exc), exc.__cause__
+        found, cause = _self_test_finding(lambda suite, rules, now: _findings(self._batch(df), suite, rules, now, 6))
         if found is not None:
             import pyspark
 
