@@ -113,9 +113,22 @@ def _as_of_option(p: argparse.ArgumentParser) -> None:
                         "future-event rule, ISO date or time in UTC (default: the wall clock)")
 
 
-def _batch_option(p: argparse.ArgumentParser) -> None:
+def _ingest_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--validate-batch-rows", type=int, default=None, metavar="N",
                    help="rows of whole files validated per Great Expectations run (default 1,000,000; memory vs speed)")
+    p.add_argument("--reader-timeout", type=float, default=None, metavar="SECONDS",
+                   help="reject a landed file whose reading takes longer (default 60)")
+    p.add_argument("--reader-memory", type=int, default=None, metavar="MB",
+                   help="reject a landed file whose reader needs more memory (default 2048)")
+
+
+def _reader_limits(args: argparse.Namespace) -> Any:
+    """The isolated reader's limits (pipeline/isolated.py), the defaults where no option is given."""
+    from pipeline.isolated import ReaderLimits
+
+    defaults = ReaderLimits()
+    return ReaderLimits(seconds=args.reader_timeout or defaults.seconds,
+                        memory_mb=args.reader_memory or defaults.memory_mb)
 
 
 def _timeout_option(p: argparse.ArgumentParser) -> None:
@@ -222,7 +235,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             result = ingest_spark(_db(args), spark, args.paths, now=_as_of(args), progress=progress)
         else:
             result = ingest(_db(args), args.paths, now=_as_of(args), progress=progress,
-                            batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS)
+                            batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, reader=_reader_limits(args))
         rollup = _refresh_rollup(args, config, spark=spark)
     if args.json:
         _emit_json({**result.to_dict(), "rollup": rollup.to_dict()})
@@ -623,7 +636,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         run, results = run_nightly(_db(args), args.landing, config, as_of=_as_of(args), engine=spark,
                                    routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
                                    batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS,
-                                   report_dir=args.report_dir)
+                                   reader=_reader_limits(args), report_dir=args.report_dir)
     if args.json:
         _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
     else:
@@ -646,7 +659,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
     def job() -> None:
         run, _ = run_nightly(_db(args), args.landing, _config(args), routing_dir=args.routing_dir, kind="scheduled",
-                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, engine=spark)
+                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, reader=_reader_limits(args),
+                             engine=spark)
         print(run, flush=True)
 
     why = run_scheduler(_db(args), args.landing, config, trigger, args.misfire_grace_hours * 3600, job)
@@ -789,7 +803,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", type=Path, help="Parquet files, or folders searched for *.parquet")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
-    _batch_option(p)
+    _ingest_options(p)
     _config_option(p)
     _as_of_option(p)
     _engine_options(p)
@@ -937,7 +951,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-dir", type=Path,
                    help="write report-<release>.html for each judged release and an index.html here")
     p.add_argument("--json", action="store_true", help="print the run and every verdict as one JSON object")
-    _batch_option(p)
+    _ingest_options(p)
     _engine_options(p)
     p.set_defaults(func=cmd_nightly)
 
@@ -951,7 +965,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--misfire-grace-hours", type=float, default=24.0,
                    help="a run missed by less than this still runs, once (default 24)")
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
-    _batch_option(p)
+    _ingest_options(p)
     _engine_options(p)
     p.set_defaults(func=cmd_schedule)
 
@@ -994,6 +1008,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     batch_rows = getattr(args, "validate_batch_rows", None)
     if batch_rows is not None and batch_rows < 1:
         parser.error("--validate-batch-rows must be >= 1")
+    for option, least in (("reader_timeout", 0), ("reader_memory", 64)):
+        value = getattr(args, option, None)
+        if value is not None and value <= least:
+            parser.error(f"--{option.replace('_', '-')} must be > {least}")
     if args.busy_timeout is not None and args.busy_timeout < 0:
         parser.error("--busy-timeout must be >= 0 seconds")
     from pipeline import db, logs

@@ -24,8 +24,9 @@ the rows stored before the run by the storing thread (find_collisions.sql).
 
 Three threads share the work, so the files' reading and validation overlap the
 storing (DuckDB stores on about one core):
-- checking (reading.check): hashes each file and reads it whole, pages checked,
-  ahead of the others; it holds no rows;
+- checking (reading.check, in the worker processes of isolated.py): hashes each
+  file and decodes it whole, pages checked, ahead of the others; a reader that
+  crashes, hangs or runs out of memory rejects its file, not the run;
 - staging: reads a batch of whole files into DuckDB (`stage.batch`), cast to the
   contract, and has Great Expectations validate it;
 - the caller's thread: stores each file of the previous batch in its own
@@ -49,7 +50,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from pipeline import clock, db, reading, sqlfiles, stopping
+from pipeline import clock, db, isolated, reading, sqlfiles, stopping
 from pipeline.landing import discover, shown
 from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.rule_results import STAGE, Validation, ValidatorError
@@ -161,7 +162,6 @@ DUCKDB_MEMORY_LIMIT = "800MB"
 # DuckDB errors that say nothing about the file being staged: never a reason to reject it
 _NOT_THE_FILE = (duckdb.OutOfMemoryException, duckdb.InterruptException, duckdb.FatalException,
                  duckdb.TransactionException)
-_CHECK_AHEAD = 8  # files hashed and read ahead of the staging
 # DuckDB's worker threads, shared by the storing and the staging thread, which each run their own queries
 # too: one worker fewer than the cores keeps the two from taking turns on the same core. On 2 cores (none
 # but the callers) the 5M-row benchmark stores 20 % faster than with DuckDB's default of one per core.
@@ -288,8 +288,9 @@ class Ingestor:
     """
 
     def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
-                 schema: Schema | None = None):
+                 schema: Schema | None = None, reader: isolated.ReaderLimits | None = None):
         self.db_path = db_path
+        self.reader = reader or isolated.ReaderLimits()
         self.now = clock.now(now)
         self.schema = schema or load_schema()
         self.batch_rows = batch_rows
@@ -310,7 +311,8 @@ class Ingestor:
         con.execute(f"ATTACH ':memory:' AS {STAGE}")
         con.execute(f"CREATE TABLE {STAGE}.run_keys (key UBIGINT)")
         sqlfiles.run(con, "ingest/cast_macros")
-        batches = _Background(lambda: self._batches(staging, files, known), 1, self._stop)
+        pool = isolated.ReaderPool(self.schema, frozenset(known), self.reader)
+        batches = _Background(lambda: self._batches(staging, pool.checked(files), known), 1, self._stop)
         try:
             for batch in batches:
                 for index, result in batch.decided:
@@ -320,6 +322,7 @@ class Ingestor:
         finally:
             self._stop.set()
             self._stored.release()  # a staging thread waiting to hand over its batch sees the stop
+            pool.close()  # a staging thread waiting for a file's check sees the stop
             staging.interrupt()
             if batches.finished(timeout=10):  # closing under a running query is not safe
                 staging.close()  # the staged rows go with the in-memory database
@@ -330,13 +333,10 @@ class Ingestor:
 
     # --- the staging thread -----------------------------------------------------------------------
 
-    def _batches(self, con: duckdb.DuckDBPyConnection, files: list[Path],
+    def _batches(self, con: duckdb.DuckDBPyConnection, checks: Iterable[reading.Checked],
                  known: dict[str, tuple]) -> Iterator[_Batch]:
-        """The files in batches, each staged and validated, and promoted to stage.validated once the
-        batch before it is stored."""
-        decided = frozenset(known)
-        checks: Iterable[reading.Checked] = _Background(
-            lambda: (reading.check(p, self.schema, decided) for p in files), _CHECK_AHEAD, self._stop)
+        """The checked files in batches, each staged and validated, and promoted to stage.validated once
+        the batch before it is stored."""
         pending: list[tuple[int, reading.Checked]] = []
         batch = _Batch([], [])
         sizes = iter([max(1, self.batch_rows // share) for share in RAMP_SHARES])
@@ -390,7 +390,7 @@ class Ingestor:
             except _NOT_THE_FILE:
                 raise
             except duckdb.Error as exc:
-                _reject(batch, index, checked, reading.staging_error(checked.path, exc), known)
+                _reject(batch, index, checked, reading.staging_error(exc), known)
                 continue
             staged.append((index, checked, first))
             first += checked.rows
@@ -501,8 +501,9 @@ class Ingestor:
 
 
 def ingest(db_path: Path, paths: list[Path], now: datetime | None = None,
-           progress: Progress | None = None, batch_rows: int = DEFAULT_BATCH_ROWS) -> IngestResult:
+           progress: Progress | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
+           reader: isolated.ReaderLimits | None = None) -> IngestResult:
     landed = discover(paths)  # links out of a landing folder are refused here, never opened
     refused = [FileResult(r.path, "refused", reason=r.reason) for r in landed.refused]
     with db.writer_lock(db_path, "ingest"):
-        return IngestResult(Ingestor(db_path, now, batch_rows).run(landed.files, progress) + refused)
+        return IngestResult(Ingestor(db_path, now, batch_rows, reader=reader).run(landed.files, progress) + refused)

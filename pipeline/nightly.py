@@ -22,6 +22,7 @@ from pipeline.errors import TransientError
 from pipeline.gate import GateResult, evaluate_gate
 from pipeline.history import record_evaluation
 from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
+from pipeline.isolated import ReaderLimits
 from pipeline.landing import shown
 from pipeline.output_schema import SCHEMA_VERSION
 from pipeline.stopping import Interrupted
@@ -75,7 +76,7 @@ def _check_data(run: RunResult, db_path: Path, landing: Path, ingested: dict[str
 
 def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | None = None,
                 routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
-                batch_rows: int = DEFAULT_BATCH_ROWS,
+                batch_rows: int = DEFAULT_BATCH_ROWS, reader: ReaderLimits | None = None,
                 report_dir: Path | None = None, engine: Any = None) -> tuple[RunResult, list[GateResult]]:
     """`engine`: None for DuckDB, else a SparkEngine (pipeline/spark/engine.py): events, rollups and the gate's SQL
     on Spark; the run, the manifest, evaluations, rollout state and alerts in the DuckDB file either way."""
@@ -95,7 +96,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
 
                 ingested = ingest_spark(db_path, engine, [landing], now=now)
             else:
-                ingested = ingest(db_path, [landing], now=now, batch_rows=batch_rows)
+                ingested = ingest(db_path, [landing], now=now, batch_rows=batch_rows, reader=reader)
             d = ingested.to_dict()
             _step(run, "ingest", t, f"{d['loaded_files']} files loaded, {len(d['rejected_files'])} rejected, "
                   f"{len(d['skipped_files'])} already in; {d['accepted']} rows accepted, {d['quarantined']} "

@@ -1,32 +1,15 @@
-"""The page checksums of a Parquet file, checked without decoding a value.
-
-A page may carry the CRC-32 of its bytes as stored (compressed) in its header. This walks every
-page of every column chunk, reading only the page headers (Thrift compact protocol) and, for a
-page with a CRC, its bytes, and compares them with zlib.crc32, which is the CRC Parquet specifies.
-
-`pages_ok` answers True only when the walk accounted for every byte of every column chunk and
-every CRC present matched. Anything else (a mismatch, a header it cannot parse, a chunk whose pages
-do not add up, encryption) answers False, and the caller reads the file with pyarrow's own
-verification, which gives the exact error. So this can only spare a decoding read, never pass a
-page that pyarrow would refuse.
-"""
+"""Parquet modular encryption told from a file's bytes, before any Parquet reader sees them: just
+enough of the Thrift compact protocol to walk the footer's top-level fields."""
 
 from __future__ import annotations
 
-import zlib
-from typing import BinaryIO
-
-import pyarrow.parquet as pq
-
-_HEADER_READ = 512  # bytes read for a page header; a longer one (large statistics) is read again whole
-
 
 class _Unreadable(Exception):
-    """The bytes are not what a page header should be."""
+    """The bytes are not what a footer should be."""
 
 
 class _Reader:
-    """Thrift compact protocol, just enough to read a PageHeader and skip what it does not need."""
+    """Thrift compact protocol, just enough to walk a struct and skip what it does not need."""
 
     def __init__(self, data: bytes):
         self.data, self.pos = data, 0
@@ -130,54 +113,3 @@ def encrypted(path: str) -> bool:
     except (_Unreadable, OSError, RecursionError):
         return False
     return False
-
-
-_MISSING = -(1 << 40)  # no CRC in the header (a CRC is a 32-bit value)
-
-
-def _page(fh: BinaryIO, offset: int) -> tuple[int, int, int]:
-    """(header length, compressed page size, crc or _MISSING) of the page header at `offset`."""
-    size = _HEADER_READ
-    while True:
-        fh.seek(offset)
-        data = fh.read(size)
-        reader = _Reader(data)
-        try:  # PageHeader: 3 compressed_page_size, 4 crc
-            fields = reader.struct({3: -1, 4: _MISSING})
-        except _Unreadable:
-            if len(data) < size:  # the file ends inside the header
-                raise
-            size *= 8
-            if size > 1 << 24:
-                raise
-            continue
-        if fields[3] < 0:
-            raise _Unreadable("page header without a size")
-        return reader.pos, fields[3], fields[4]
-
-
-def pages_ok(path: str, metadata: pq.FileMetaData) -> bool:
-    """Every page of every column chunk walked, and every CRC present matches its page."""
-    try:
-        with open(path, "rb") as fh:
-            for rg in range(metadata.num_row_groups):
-                group = metadata.row_group(rg)
-                for c in range(group.num_columns):
-                    chunk = group.column(c)
-                    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-                    if start is None or start < 4:
-                        return False
-                    pos, end = start, start + chunk.total_compressed_size
-                    while pos < end:
-                        length, size, crc = _page(fh, pos)
-                        if crc != _MISSING:
-                            fh.seek(pos + length)
-                            body = fh.read(size)
-                            if len(body) != size or zlib.crc32(body) != crc & 0xFFFFFFFF:
-                                return False
-                        pos += length + size
-                    if pos != end:
-                        return False
-    except (_Unreadable, OSError):
-        return False
-    return True

@@ -2,9 +2,8 @@
 SELECT that casts its columns to the contract inside DuckDB.
 
 Each file is judged on its own (schema drift is per file). It is rejected whole, with the reason:
-- when it is unreadable, truncated or not Parquet, or a page fails its checksum: every page's CRC
-  is checked (parquet_pages; DuckDB does not check them), and the whole file is decoded, by DuckDB
-  while staging it or, for codecs whose damage DuckDB may miss, by pyarrow first;
+- when it is unreadable, truncated, encrypted or not Parquet, or a page fails its checksum: the whole
+  file is decoded by pyarrow, every page CRC checked (DuckDB checks none), before DuckDB reads it;
 - when a required column is missing, or a column's type cannot hold the contract's (decided from
   the footer's types, before any row is read);
 - when a value cannot be cast (an int32 out of range or with a fraction, an integer a double cannot
@@ -14,9 +13,8 @@ Accepted: strings (dictionary-encoded or not); timestamps in s, ms, µs or ns, n
 or zoned (converted to UTC), ns truncated to µs; integers or floats for int32 and float64 columns;
 NaN in a float column reads as null; extra columns are ignored; an absent optional column is NULL.
 
-`check` holds no rows (pyarrow's read, when there is one, streams), so it runs ahead of the
-ingest in a thread; DuckDB then reads the file again, straight into the staging table. A file
-DuckDB cannot decode there is rejected with pyarrow's reason, or DuckDB's when pyarrow reads it.
+`check` holds no rows (pyarrow's read streams). It runs in an isolated worker process (isolated.py),
+ahead of the ingest; DuckDB then reads the file again, straight into the staging table.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ import pyarrow.parquet as pq
 
 from pipeline.db import error_text
 from pipeline.errors import first_line
-from pipeline.parquet_pages import encrypted, pages_ok
+from pipeline.parquet_pages import encrypted
 from pipeline.rule_results import INDEX, STAGE
 from pipeline.schema import Column, Schema
 
@@ -72,6 +70,8 @@ def footer_rows(path: Path) -> int:
     """The row count the footer claims (0 when it is unreadable): the manifest's rows_read of a rejected file."""
     try:
         return pq.ParquetFile(path).metadata.num_rows
+    except MemoryError:
+        raise
     except Exception:  # pyarrow raises ArrowInvalid, OSError and friends
         return 0
 
@@ -90,17 +90,6 @@ def unreadable(path: Path, exc: Exception) -> str:
     """The rejection reason of a file pyarrow cannot read."""
     message = first_line(exc)
     return _not_parquet(path) or f"not a readable Parquet file: {message}"
-
-
-# Codecs whose damage DuckDB's reader reports as surely as pyarrow's (measured: with gzip, DuckDB
-# loads most flipped bits that pyarrow's zlib refuses). Pages stored so, CRCs checked by
-# parquet_pages, are decoded once, by DuckDB, while staging; any other file is decoded by pyarrow too.
-_DUCKDB_DECODES = frozenset({"UNCOMPRESSED", "SNAPPY", "ZSTD"})
-
-
-def _decoded_by_duckdb(metadata: pq.FileMetaData) -> bool:
-    return all(metadata.row_group(rg).column(c).compression in _DUCKDB_DECODES
-               for rg in range(metadata.num_row_groups) for c in range(metadata.num_columns))
 
 
 def _decode_all(pf: pq.ParquetFile) -> None:
@@ -138,12 +127,18 @@ def check(path: Path, schema: Schema, decided: set[str] | frozenset[str] = froze
     sha, size = sha256_of(path), path.stat().st_size
     if sha in decided:
         return Checked(path, sha, size, known=True)
+    return check_bytes(path, sha, size, schema)
+
+
+def check_bytes(path: Path, sha: str, size: int, schema: Schema) -> Checked:
+    """Read a file not decided before whole (pages checked) and plan its casts."""
     if encrypted(str(path)):  # before any reader: Arrow's aborts the process on some encrypted footers
         return Checked(path, sha, size, rows=0, reason=ENCRYPTED)
     try:  # a page written with a CRC is checked against it: a flipped bit must not load a wrong value
         pf = pq.ParquetFile(path, page_checksum_verification=True)
-        if not (_decoded_by_duckdb(pf.metadata) and pages_ok(str(path), pf.metadata)):
-            _decode_all(pf)
+        _decode_all(pf)
+    except MemoryError:  # the worker's memory limit (isolated.py) says so itself
+        raise
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
         return Checked(path, sha, size, rows=footer_rows(path), reason=unreadable(path, exc))
     rows, fields = pf.metadata.num_rows, list(pf.schema_arrow)
@@ -187,16 +182,12 @@ def select_sql(checked: Checked, n: int) -> str:
             f"FROM read_parquet($path_{n}, file_row_number = true, hive_partitioning = false)")
 
 
-def staging_error(path: Path, exc: duckdb.Error) -> str:
-    """Why DuckDB could not stage this file: a value the casts refuse (the message names the column),
-    else the file's damage, in pyarrow's words when pyarrow cannot read it either."""
+def staging_error(exc: duckdb.Error) -> str:
+    """Why DuckDB could not stage a file pyarrow decoded whole: a value the casts refuse (the message
+    names the column), else DuckDB's own words."""
     text = error_text(exc)
     if text.startswith("column '") and " cannot be cast to " in text:
         return text
-    try:
-        _decode_all(pq.ParquetFile(path))
-    except Exception as arrow_exc:  # pyarrow raises ArrowInvalid, OSError and friends
-        return unreadable(path, arrow_exc)
     return f"not a readable Parquet file: {text}"
 
 

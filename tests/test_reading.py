@@ -1,5 +1,5 @@
-"""Reading landed files: page checksums checked without decoding (parquet_pages), and the read
-rules as DuckDB stages a file (reading.py, sql/ingest/cast_macros.sql)."""
+"""Reading landed files: every page decoded, checksums checked (reading.check), and the read rules
+as DuckDB stages a file (reading.py, sql/ingest/cast_macros.sql)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import NOW, query, valid_table, write
 
+from pipeline import reading
 from pipeline.ingest import ingest
-from pipeline.parquet_pages import pages_ok
+from pipeline.schema import load_schema
 
 
 def flipped(path: Path, column: str, out: Path) -> Path:
@@ -27,30 +28,20 @@ def flipped(path: Path, column: str, out: Path) -> Path:
 
 @pytest.mark.parametrize("compression", ["none", "snappy", "zstd", "gzip"])
 @pytest.mark.parametrize("page_version", ["1.0", "2.0"])
-def test_page_checksums_are_checked_without_decoding(tmp_path, compression, page_version):
+def test_a_page_that_fails_its_checksum_rejects_the_file(tmp_path, compression, page_version):
     table = valid_table(3000, seed=60)
     good = tmp_path / "good.parquet"
     pq.write_table(table, good, compression=compression, write_page_checksum=True, data_page_size=2048,
                    data_page_version=page_version)
     plain = tmp_path / "plain.parquet"
     pq.write_table(table, plain, compression=compression, data_page_version=page_version)
-
     bad = flipped(good, "total_ms", tmp_path / "bad.parquet")
 
-    assert pages_ok(str(good), pq.ParquetFile(good).metadata)
-    assert pages_ok(str(plain), pq.ParquetFile(plain).metadata)  # no CRC to check
-    assert not pages_ok(str(bad), pq.ParquetFile(bad).metadata)
-
-
-def test_a_truncated_chunk_is_not_passed(tmp_path):
-    path = tmp_path / "a.parquet"
-    pq.write_table(valid_table(2000, seed=61), path, write_page_checksum=True)
-    meta = pq.ParquetFile(path).metadata
-    data = path.read_bytes()
-    cut = tmp_path / "cut.parquet"
-    cut.write_bytes(data[: len(data) // 2])  # the footer read above describes pages now missing
-    assert not pages_ok(str(cut), meta)
-
+    schema = load_schema()
+    assert reading.check(good, schema).reason is None
+    assert reading.check(plain, schema).reason is None  # no CRC to check
+    reason = reading.check(bad, schema).reason
+    assert reason is not None and reason.startswith("not a readable Parquet file: ")
 
 
 def test_a_flipped_bit_in_a_gzip_page_is_caught_without_checksums(tmp_path, db_path):

@@ -90,7 +90,7 @@ def read_files(batches_in: Iterator[pa.RecordBatch], known: frozenset[str], cast
                         table = con.sql(reading.select_sql(checked, 0),
                                         params={"path_0": paths[0], "first_0": i << FILE_BITS}).to_arrow_table()
                 except duckdb.Error as exc:  # a value the casts refuse, or damage only a full decode finds
-                    out.append(_status(i, checked.sha, checked.size, "rejected", reading.staging_error(path, exc),
+                    out.append(_status(i, checked.sha, checked.size, "rejected", reading.staging_error(exc),
                                        checked.rows))
                     continue
                 n = table.num_rows

@@ -1,0 +1,257 @@
+"""Untrusted Parquet read in worker processes: a native crash, a hang or a runaway allocation while
+reading one landed file rejects that file, with what happened, and the run goes on.
+
+`reading.check` (hash; then footer, page checksums, every row decoded by pyarrow) runs in a pool of worker
+processes (`python -m pipeline.isolated`), one file at a time each. A worker lives under a memory limit
+(RLIMIT_DATA, which counts the heap and anonymous mappings, not the shared libraries); the parent gives
+it a time limit per file. When a worker dies by a signal, exceeds the time or runs out of memory, its
+file is rejected (`reader crashed (SIGABRT): <its last words>`, `reader exceeded 60 s`,
+`reader exceeded 2 GB`) and the next file gets a fresh worker. DuckDB stages only files a worker has
+decoded whole.
+
+The two sides speak JSON lines (never pickle: a worker that untrusted bytes have taken over must not
+be able to run code in the parent). The environment variable PIPELINE_READER_HOOK=<file.py>:<function>
+makes each worker call that function with the path before reading it: the tests' fault injection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import resource
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pipeline import reading, stopping
+from pipeline.schema import Column, Schema
+
+HOOK_ENV = "PIPELINE_READER_HOOK"
+_AHEAD = 8  # files read ahead of the one the caller waits for
+
+
+@dataclass(frozen=True)
+class ReaderLimits:
+    """What one landed file may cost its reader (`pipeline ingest --reader-timeout/--reader-memory`)."""
+
+    seconds: float = 60.0
+    memory_mb: int = 2048
+    workers: int = max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 2
+
+    @property
+    def memory_text(self) -> str:
+        return f"{self.memory_mb // 1024} GB" if self.memory_mb % 1024 == 0 else f"{self.memory_mb} MB"
+
+
+def _to_json(checked: reading.Checked) -> dict[str, Any]:
+    return {"path": str(checked.path), "sha": checked.sha, "size": checked.size, "known": checked.known,
+            "rows": checked.rows, "reason": checked.reason, "extra": checked.extra, "missing": checked.missing,
+            "casts": [[col.name, at, macro] for col, at, macro in checked.casts]}
+
+
+def _from_json(raw: dict[str, Any], schema: Schema) -> reading.Checked:
+    casts = tuple((schema.column(name), int(at), macro) for name, at, macro in raw["casts"])
+    return reading.Checked(Path(raw["path"]), raw["sha"], int(raw["size"]), bool(raw["known"]), int(raw["rows"]),
+                           raw["reason"], casts, list(raw["extra"]), list(raw["missing"]))
+
+
+class _WorkerDied(Exception):
+    """The worker ended without an answer: `reason` says how."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Worker:
+    """One worker process, started on first use."""
+
+    def __init__(self, schema: Schema, decided: frozenset[str], limits: ReaderLimits):
+        self._limits = limits
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.isolated"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, start_new_session=True)  # a Ctrl-C in the terminal reaches the parent only
+        hello = {"columns": [[c.name, c.type, c.nullable] for c in schema.columns], "decided": sorted(decided),
+                 "memory_mb": limits.memory_mb}
+        self._send(hello)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died: the answer's read says how
+
+    def check(self, path: Path) -> dict[str, Any]:
+        """The worker's verdict on one file; _WorkerDied when it crashed or ran out of time."""
+        assert self._proc.stdout is not None
+        self._send({"path": str(path)})
+        ready, _, _ = select.select([self._proc.stdout], [], [], self._limits.seconds)
+        if not ready:
+            self.close()
+            raise _WorkerDied(f"reader exceeded {self._limits.seconds:g} s")
+        line = self._proc.stdout.readline()
+        if not line:
+            raise _WorkerDied(self._death())
+        return json.loads(line)
+
+    def _death(self) -> str:
+        code = self._proc.wait()
+        self._stderr.seek(0)
+        words = [w for w in self._stderr.read().decode(errors="replace").splitlines() if w.strip()]
+        last = words[-1].strip()[:200] if words else ""
+        if "bad_alloc" in last or "MemoryError" in last:
+            return f"reader exceeded {self._limits.memory_text}"
+        how = signal.Signals(-code).name if code < 0 and -code in signal.valid_signals() else f"exit {code}"
+        return f"reader crashed ({how})" + (f": {last}" if last else "")
+
+    def kill(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+
+    def close(self) -> None:
+        self.kill()
+        self._proc.wait()
+        for fh in (self._proc.stdin, self._proc.stdout, self._stderr):
+            if fh is not None:
+                fh.close()
+
+
+class ReaderPool:
+    """`checked(paths)` yields each file's reading.Checked, in order, read by `limits.workers` workers."""
+
+    def __init__(self, schema: Schema, decided: frozenset[str], limits: ReaderLimits | None = None):
+        self._schema, self._decided = schema, decided
+        self._limits = limits or ReaderLimits()
+        self._jobs: queue.Queue[tuple[int, Path] | None] = queue.Queue()
+        self._done: dict[int, reading.Checked] = {}
+        self._ready = threading.Condition()
+        self._closed = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._workers: set[_Worker] = set()  # alive now: close() ends them, and any wait on them
+
+    def __enter__(self) -> ReaderPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the workers (a file being read is abandoned) and their threads."""
+        self._closed.set()
+        with self._ready:
+            for worker in self._workers:
+                worker.kill()
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+
+    def _serve(self) -> None:
+        worker: _Worker | None = None
+        try:
+            while (job := self._jobs.get()) is not None and not self._closed.is_set():
+                index, path = job
+                if worker is None:
+                    worker = _Worker(self._schema, self._decided, self._limits)
+                    with self._ready:
+                        self._workers.add(worker)
+                try:
+                    checked = _from_json(worker.check(path), self._schema)
+                except _WorkerDied as died:
+                    self._retire(worker)
+                    worker = None
+                    checked = self._rejected(path, died.reason)
+                with self._ready:
+                    self._done[index] = checked
+                    self._ready.notify_all()
+        finally:
+            if worker is not None:
+                self._retire(worker)
+
+    def _retire(self, worker: _Worker) -> None:
+        with self._ready:
+            self._workers.discard(worker)
+        worker.close()
+
+    def _rejected(self, path: Path, reason: str) -> reading.Checked:
+        """A file its reader died on: rejected with how, its sha256 kept so the same bytes are not read again."""
+        sha = reading.sha256_of(path)  # plain hashing: no parser touches the bytes
+        if sha in self._decided:
+            return reading.Checked(path, sha, path.stat().st_size, known=True)
+        return reading.Checked(path, sha, path.stat().st_size, rows=0, reason=reason)
+
+    def checked(self, paths: list[Path]) -> Iterator[reading.Checked]:
+        if not self._threads:
+            self._threads = [threading.Thread(target=self._serve, daemon=True)
+                             for _ in range(min(self._limits.workers, max(1, len(paths))))]
+            for thread in self._threads:
+                thread.start()
+        submitted = 0
+        for index in range(len(paths)):
+            while submitted < len(paths) and submitted <= index + _AHEAD:
+                self._jobs.put((submitted, paths[submitted]))
+                submitted += 1
+            with self._ready:
+                while index not in self._done:
+                    if self._closed.is_set():
+                        raise stopping.Interrupted("the ingest run ended")
+                    self._ready.wait(0.1)
+                checked = self._done.pop(index)
+            yield checked
+
+
+# --- the worker side: `python -m pipeline.isolated` ---------------------------------------------------
+
+
+def _hook() -> Any:
+    spec = os.environ.get(HOOK_ENV)
+    if not spec:
+        return None
+    import importlib.util
+
+    file, _, name = spec.rpartition(":")
+    module_spec = importlib.util.spec_from_file_location("pipeline_reader_hook", file)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def serve() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a run stops
+    hello = json.loads(sys.stdin.readline())
+    limits = ReaderLimits(memory_mb=hello["memory_mb"])
+    limit = limits.memory_mb << 20
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    schema = Schema(0, "", tuple(Column(n, t, nullable) for n, t, nullable in hello["columns"]), ())
+    decided, hook = frozenset(hello["decided"]), _hook()
+    for line in sys.stdin:
+        path = Path(json.loads(line)["path"])
+        sha, size = reading.sha256_of(path), path.stat().st_size
+        if sha in decided:
+            checked = reading.Checked(path, sha, size, known=True)
+        else:
+            if hook is not None:
+                hook(path)
+            try:
+                checked = reading.check_bytes(path, sha, size, schema)
+            except MemoryError:
+                checked = reading.Checked(path, sha, size, rows=0, reason=f"reader exceeded {limits.memory_text}")
+        sys.stdout.write(json.dumps(_to_json(checked)) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,72 @@
+"""Untrusted Parquet read in isolated workers (pipeline/isolated.py): a reader that aborts, segfaults, hangs
+or allocates without bound rejects its own file with what happened; the run, and every other file, go on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import NOW, ROOT, counts, run_cli, valid_table, write
+
+from pipeline.ingest import ingest
+from pipeline.isolated import ReaderLimits
+
+FAULTS = {
+    "abort.parquet": "reader crashed (SIGABRT)",
+    "segv.parquet": "reader crashed (SIGSEGV)",
+    "hang.parquet": "reader exceeded 3 s",
+    "arrow_hog.parquet": "reader exceeded 1 GB",
+    "python_hog.parquet": "reader exceeded 1 GB",
+}
+
+
+def faulty_landing(tmp_path: Path) -> Path:
+    land = tmp_path / "land"
+    for seed, name in enumerate(["good_a.parquet", *FAULTS, "good_b.parquet"], start=70):
+        write(valid_table(200, seed=seed), land / name)
+    return land
+
+
+def hooked(monkeypatch, tmp_path: Path) -> Path:
+    log = tmp_path / "read.log"
+    monkeypatch.setenv("PIPELINE_READER_HOOK", f"{ROOT / 'tests' / 'reader_faults.py'}:inject")
+    monkeypatch.setenv("READER_FAULTS_LOG", str(log))
+    return log
+
+
+def test_each_reader_fault_rejects_its_file_and_the_others_load(monkeypatch, tmp_path, db_path):
+    hooked(monkeypatch, tmp_path)
+    result = ingest(db_path, [faulty_landing(tmp_path)], now=NOW, reader=ReaderLimits(seconds=3, memory_mb=1024))
+
+    by_name = {Path(f.path).name: f for f in result.files}
+    assert {n: f.reason for n, f in by_name.items() if f.status == "rejected"} == FAULTS
+    assert {n for n, f in by_name.items() if f.status == "loaded"} == {"good_a.parquet", "good_b.parquet"}
+    c = counts(db_path)
+    assert (c["events"], c["files_loaded"]) == (400, 2)
+
+
+def test_a_nightly_with_crashing_readers_ends_ok_names_them_and_does_not_read_them_again(monkeypatch, tmp_path,
+                                                                                        db_path):
+    """Through the real CLI: the process is never killed by a signal; the data-quality alarm (exit 4) names the
+    rejected files; the second nightly reads none of them (their sha256 is on record) and counts the same."""
+    log = hooked(monkeypatch, tmp_path)
+    land = faulty_landing(tmp_path)
+    args = ["nightly", "--db", str(db_path), "--landing", str(land), "--as-of", NOW.isoformat(), "--json",
+            "--reader-timeout", "3", "--reader-memory", "1024"]
+
+    first = run_cli(*args)
+    assert first.returncode == 4, first.stderr  # a data-quality problem; never -6 or -11
+    run = json.loads(first.stdout)
+    assert run["status"] == "ok"
+    assert run["data_quality"][0].startswith("5 of 7 files rejected: ")
+    assert counts(db_path)["events"] == 400
+    assert sorted(log.read_text().split()) == sorted(["good_a.parquet", "good_b.parquet", *FAULTS])
+
+    log.unlink()
+    second = run_cli(*args)
+    assert second.returncode == 4, second.stderr
+    again = json.loads(second.stdout)
+    assert again["steps"]["ingest"]["rows_read"] == 0
+    assert not log.exists()  # no file was read again
+    assert counts(db_path)["events"] == 400
+
