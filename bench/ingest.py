@@ -1,6 +1,7 @@
 """Ingest benchmark: `pipeline ingest` beside DuckDB doing the same load by hand.
 
     .venv/bin/python bench/ingest.py [--rows 5000000] [--files 50]
+    .venv/bin/python bench/ingest.py --small-files   # a backlog of small uploads (below)
 
 Writes the files once (bench/out/land-<rows>-<files>/), then in the same run:
   by hand:  one DuckDB process, per file INSERT ... SELECT FROM read_parquet(f)
@@ -12,6 +13,11 @@ Each runs as its own process so its peak RSS and CPU time are its own. Prints ro
 CPU seconds, the load average around the pair, and the ratio pipeline / by hand (target at 5M
 rows: <= 1.5, peak RSS <= 1.5 GB; at 1M rows, where fixed costs such as importing GX weigh more:
 <= 2.5).
+
+--small-files: the same 20,000 rows as one file and as 2,000 files of 10 rows, and 100,000 rows as
+10,000 files of 10 rows, each loaded by `pipeline ingest` in its own process, with DuckDB loading the
+2,000 files by hand beside them. Prints time and peak RSS per run and the ratios (targets: 2,000 files
+<= 3x one file, <= 0.6 GB; 10,000 files in the same memory).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from common import ROOT, timed
 
@@ -58,20 +65,51 @@ def _load_average() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
+def _landing(rows: int, files: int, bad_rows: int) -> Path:
+    """bench/out/land-<rows>-<files>/, written once (in a child process, so this one's RSS stays small)."""
+    land = OUT / f"land-{rows}-{files}"
+    if not land.exists():
+        seconds, *_ = timed([sys.executable, "-m", "pipeline", "simulate", "--out", str(land), "--release", "4.12",
+                             "--rows", str(rows), "--files", str(files), "--seed", "1", "--bad-rows", str(bad_rows)])
+        print(f"wrote {rows} rows in {files} files in {seconds:.1f} s")
+    return land
+
+
+def _fresh() -> None:
+    for stale in OUT.glob("bench-*.duckdb*"):
+        stale.unlink()
+
+
+def small_files() -> None:
+    _fresh()
+    runs = {}
+    for rows, files in ((20_000, 1), (20_000, 2_000), (100_000, 10_000)):
+        land = _landing(rows, files, 0)
+        db = OUT / f"bench-small-{files}.duckdb"
+        runs[files] = timed([sys.executable, "-m", "pipeline", "ingest", "--json", "--db", str(db), str(land)])
+        accepted = json.loads(runs[files].stdout)["accepted"]
+        print(f"pipeline, {rows:>7,} rows in {files:>6,} files: {runs[files].seconds:6.1f} s  peak RSS "
+              f"{runs[files].rss_mb:,.0f} MB  accepted {accepted:,}")
+    paths = sorted(str(p) for p in _landing(20_000, 2_000, 0).rglob("*.parquet"))
+    hand = timed([sys.executable, "-c", BY_HAND, str(OUT / "bench-small-hand.duckdb"), *paths])
+    print(f"by hand,  20,000 rows in  2,000 files: {hand.seconds:6.1f} s  peak RSS {hand.rss_mb:,.0f} MB")
+    print(f"ratio 2,000 files / one file: {runs[2_000].seconds / runs[1].seconds:.2f} (target <= 3); "
+          f"2,000 files / by hand: {runs[2_000].seconds / hand.seconds:.2f}; peak RSS 2,000 files "
+          f"{runs[2_000].rss_mb / 1024:.2f} GB (target <= 0.6), 10,000 files {runs[10_000].rss_mb / 1024:.2f} GB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--files", type=int, default=50)
+    ap.add_argument("--small-files", action="store_true", help="the small-files runs instead (see above)")
     args = ap.parse_args()
-    land = OUT / f"land-{args.rows}-{args.files}"
-    if not land.exists():  # in a child process, so this process's RSS stays small
-        seconds, *_ = timed([sys.executable, "-m", "pipeline", "simulate", "--out", str(land), "--release", "4.12",
-                               "--rows", str(args.rows), "--files", str(args.files), "--seed", "1",
-                               "--bad-rows", str(args.files * 5)])
-        print(f"wrote {args.rows} rows in {args.files} files in {seconds:.1f} s")
+    if args.small_files:
+        small_files()
+        return
+    land = _landing(args.rows, args.files, args.files * 5)
     files = sorted(str(p) for p in land.rglob("*.parquet"))
-    for stale in OUT.glob("bench-*.duckdb*"):
-        stale.unlink()
+    _fresh()
 
     load = _load_average()
     hand_s, hand_rss, hand_out, _, hand_cpu = timed([sys.executable, "-c", BY_HAND, str(OUT / "bench-hand.duckdb"),

@@ -152,6 +152,9 @@ class _Batch:
 # (a few dozen SQL queries), so bigger batches are faster; peak memory grows with the batch
 # (README, Ingestion). A file larger than this is one batch of its own.
 DEFAULT_BATCH_ROWS = 1_000_000
+# Files per batch at most: what a batch holds per file (its validation, DuckDB's reader state) stays
+# bounded, so a backlog of many small files needs no more memory than a few thousand of them.
+BATCH_FILES = 2_000
 # The first batches are smaller (1/8, then 1/2 of the batch): nothing is stored until the first is
 # staged and validated, so storing, the critical path, starts seconds sooner; each later batch is
 # staged while the one before it is stored.
@@ -338,6 +341,7 @@ class Ingestor:
         """The checked files in batches, each staged and validated, and promoted to stage.validated once
         the batch before it is stored."""
         pending: list[tuple[int, reading.Checked]] = []
+        pending_rows = 0
         batch = _Batch([], [])
         sizes = iter([max(1, self.batch_rows // share) for share in RAMP_SHARES])
         batch_rows = next(sizes)
@@ -350,9 +354,11 @@ class Ingestor:
                 _start_loading_gx()
                 known[checked.sha] = ("loaded", str(checked.path), "this run", None, checked.rows)
                 pending.append((index, checked))
-            if sum(c.rows for _, c in pending) >= batch_rows:
+                pending_rows += checked.rows
+            if pending_rows >= batch_rows or len(batch.jobs) + len(pending) >= BATCH_FILES:
                 yield self._staged(con, batch, pending, known)
-                pending, batch, batch_rows = [], _Batch([], []), next(sizes, self.batch_rows)
+                pending, pending_rows, batch = [], 0, _Batch([], [])
+                batch_rows = next(sizes, self.batch_rows)
         if pending or batch.jobs or batch.decided:
             yield self._staged(con, batch, pending, known)
 
@@ -379,14 +385,14 @@ class Ingestor:
         con.execute(reading.stage_table_sql(self.schema))
         firsts = list(accumulate((c.rows for _, c in pending), initial=0))[:-1]
         try:  # all files in one statement (DuckDB reads them in parallel); on an error, one by one
-            self._insert(con, [c for _, c in pending], firsts)
+            self._insert(con, pending, firsts)
             return [(i, c, first) for (i, c), first in zip(pending, firsts, strict=True)]
         except duckdb.Error:
             pass
         staged, first = [], 0
         for index, checked in pending:
             try:
-                self._insert(con, [checked], [first])
+                self._insert(con, [(index, checked)], [first])
             except _NOT_THE_FILE:
                 raise
             except duckdb.Error as exc:
@@ -397,12 +403,19 @@ class Ingestor:
         return staged
 
     @staticmethod
-    def _insert(con: duckdb.DuckDBPyConnection, files: list[reading.Checked], firsts: list[int]) -> None:
-        with reading.readable_paths([c.path for c in files]) as paths:
+    def _insert(con: duckdb.DuckDBPyConnection, files: list[tuple[int, reading.Checked]], firsts: list[int]) -> None:
+        """Stage these (index, file)s, their rows numbered from their `firsts`; files laid out alike are
+        read by one read_parquet."""
+        with reading.readable_paths([c.path for _, c in files]) as paths:
+            groups: dict[str, list[int]] = {}
+            for i, (_, checked) in enumerate(files):
+                groups.setdefault(checked.layout, []).append(i)
             params: dict[str, Any] = {}
-            for n, (path, first) in enumerate(zip(paths, firsts, strict=True)):
-                params |= {f"path_{n}": path, f"first_{n}": first}
-            selects = " UNION ALL ".join(reading.select_sql(c, n) for n, c in enumerate(files))
+            for n, members in enumerate(groups.values()):
+                params |= {f"path_{n}": [paths[i] for i in members], f"first_{n}": [firsts[i] for i in members],
+                           f"file_{n}": [files[i][0] for i in members]}
+            selects = " UNION ALL ".join(reading.select_sql(files[members[0]][1], n)
+                                         for n, members in enumerate(groups.values()))
             con.execute(f"INSERT INTO {STAGE}.batch BY NAME {selects}", params)
 
     def _validate(self, con: duckdb.DuckDBPyConnection, batch: _Batch,
@@ -436,9 +449,12 @@ class Ingestor:
 
     def _store_batch(self, con: duckdb.DuckDBPyConnection, batch: _Batch, progress: Progress | None,
                      total: int) -> None:
-        """Each file of the batch in its own transaction, in file order."""
+        """The batch's files in file order, in one transaction: a file's rows and manifest row go in together,
+        so a kill leaves each file wholly in or out. When an event_id of the batch has another valid copy
+        (rare), each file is a transaction of its own, since which copy wins depends on the files before it."""
         if not batch.jobs:  # every file was decided before: nothing to write
             return
+        jobs = sorted(batch.jobs, key=lambda j: j.index)
         with db.attached(con, self.db_path):
             if batch.failures is not None:
                 con.register("batch_failures", batch.failures)
@@ -446,58 +462,95 @@ class Ingestor:
                 # once per batch: one scan of the event_ids stored before this run
                 sqlfiles.run(con, "ingest/find_collisions", {"stored_before": self._stored_before})
                 self._collisions = con.execute("SELECT count(*) FROM collided").fetchone()[0] > 0
-            for job in sorted(batch.jobs, key=lambda j: j.index):
-                stopping.check()  # between files: each one is wholly in or out
+            else:
+                self._collisions = False
+            for group in ([[j] for j in jobs] if self._collisions else [jobs]):
+                stopping.check()  # between transactions
                 if progress:
-                    progress(job.index, total, Path(job.result.path))
-                self._store(con, job)
-                self._results[job.index] = job.result
+                    progress(group[-1].index, total, Path(group[-1].result.path))
+                self._store(con, group)
+                for job in group:
+                    self._results[job.index] = job.result
             if batch.failures is not None:
                 con.unregister("batch_failures")
                 con.unregister("batch_collided")
 
-    def _store(self, con: Any, job: _StoreJob) -> None:
-        """One file: its manifest row and its rows in one transaction."""
-        result = job.result
+    def _store(self, con: Any, group: list[_StoreJob]) -> None:
+        """These files in one transaction: their manifest rows, quarantined rows, new rows and GX's results."""
+        ids = sorted(r[0] for r in sqlfiles.run(con, "spark/reserve_file_ids", {"n": len(group)}).fetchall())
+        for job in group:
+            if job.validation is not None:  # every valid row is new, unless collisions say otherwise below
+                job.result.quarantined = job.validation.rows_failing()
+                job.result.accepted = job.result.rows_read - job.result.quarantined
+        con.register("group_files", pa.Table.from_pylist(
+            [_manifest_row(file_id, job) for job, file_id in zip(group, ids, strict=True)], schema=_GROUP_FILES))
+        con.register("group_validations", _validations(group, ids))
+        demoted: list[tuple[int, int]] = []
         with db.transaction(con):  # never a ROLLBACK after a failed COMMIT: it would hide the real cause
-            file_id = sqlfiles.run(con, "ingest/insert_file", {
-                "path": result.path, "size_bytes": job.size, "sha256": job.sha, "rows_read": result.rows_read,
-                "accepted": 0, "quarantined": 0, "duplicates": 0, "status": result.status,
-                "reason": result.reason, "extra_columns": result.extra_columns,
-                "missing_columns": result.missing_columns, "ingested_at": self.now,
-            }).fetchone()[0]
-            demoted: list[tuple[int, int]] = []
-            if job.validation is not None:
-                demoted = self._load_rows(con, file_id, result, job)
-        self._by_file_id[file_id] = result
+            sqlfiles.run(con, "ingest/insert_files", {"ingested_at": self.now})
+            if any(job.validation is not None for job in group):
+                sqlfiles.run(con, "ingest/insert_quarantine", {"quarantined_at": self.now})
+                inserted = sqlfiles.run(con, "ingest/insert_events").fetchone()[0]
+                sqlfiles.run(con, "ingest/insert_validations")
+                if self._collisions:  # a group of one file (_store_batch)
+                    demoted = self._settle_collisions(con, ids[0], group[0], inserted)
+                elif inserted != sum(job.result.accepted for job in group):  # rolls the group back
+                    raise RuntimeError(f"ingest stored {inserted} rows where its counts say "
+                                       f"{sum(job.result.accepted for job in group)}")
+        con.unregister("group_files")
+        con.unregister("group_validations")
+        for job, file_id in zip(group, ids, strict=True):
+            self._by_file_id[file_id] = job.result
         demote(self._by_file_id, demoted)
 
-    def _load_rows(self, con: Any, file_id: int, result: FileResult, job: _StoreJob) -> list[tuple[int, int]]:
-        """Quarantine, then the valid rows deduplicated (rank_copies.sql says which copy wins);
-        returns (file_id, rows) of earlier files whose stored copy lost to one of this file's."""
-        assert job.validation is not None
+    def _settle_collisions(self, con: Any, file_id: int, job: _StoreJob, inserted: int) -> list[tuple[int, int]]:
+        """One file whose batch has event_ids with several valid copies, `inserted` of its rows stored as new:
+        rank_copies.sql says which copy wins; returns (file_id, rows) of earlier files whose stored copy lost
+        to one of this file's."""
+        result = job.result
         span = {"first": job.first, "last": job.first + result.rows_read - 1}
-        con.register("file_validations", pa.Table.from_pylist([asdict(r) for r in job.validation.results]))
-        result.quarantined = sqlfiles.run(con, "ingest/insert_quarantine", {
-            **span, "file_id": file_id, "source_file": result.path, "quarantined_at": self.now}).fetchone()[0]
-        accepted = sqlfiles.run(con, "ingest/insert_events", {**span, "file_id": file_id}).fetchone()[0]
-        demoted: list[tuple[int, int]] = []
-        if self._collisions:  # rare: an event_id with several valid copies (find_collisions.sql)
-            sqlfiles.run(con, "ingest/rank_copies", span)
-            sqlfiles.run(con, "ingest/replaced_rows")
-            sqlfiles.run(con, "ingest/mark_stale_days")
-            demoted = [(int(f), int(n)) for f, n in sqlfiles.run(con, "ingest/replaced_per_file").fetchall()]
-            sqlfiles.run(con, "ingest/demote_replaced")
-            sqlfiles.run(con, "ingest/delete_replaced")
-            accepted += sqlfiles.run(con, "ingest/insert_winners", {"file_id": file_id}).fetchone()[0]
-        result.accepted = accepted
+        sqlfiles.run(con, "ingest/rank_copies", span)
+        sqlfiles.run(con, "ingest/replaced_rows")
+        sqlfiles.run(con, "ingest/mark_stale_days")
+        demoted = [(int(f), int(n)) for f, n in sqlfiles.run(con, "ingest/replaced_per_file").fetchall()]
+        sqlfiles.run(con, "ingest/demote_replaced")
+        sqlfiles.run(con, "ingest/delete_replaced")
+        result.accepted = inserted + sqlfiles.run(con, "ingest/insert_winners", {"file_id": file_id}).fetchone()[0]
         result.duplicates = result.rows_read - result.quarantined - result.accepted
         sqlfiles.run(con, "ingest/update_file_counts", {
             "file_id": file_id, "accepted": result.accepted, "quarantined": result.quarantined,
             "duplicates": result.duplicates})
-        sqlfiles.run(con, "ingest/insert_validations", {"file_id": file_id})
-        con.unregister("file_validations")
         return demoted
+
+
+_GROUP_FILES = pa.schema([
+    ("file_id", pa.int32()), ("staged_file", pa.int32()), ("first", pa.int64()), ("path", pa.string()),
+    ("size_bytes", pa.int64()), ("sha256", pa.string()), ("rows_read", pa.int64()), ("accepted", pa.int64()),
+    ("quarantined", pa.int64()), ("duplicates", pa.int64()), ("status", pa.string()), ("reason", pa.string()),
+    ("extra_columns", pa.list_(pa.string())), ("missing_columns", pa.list_(pa.string()))])
+
+
+def _manifest_row(file_id: int, job: _StoreJob) -> dict[str, Any]:
+    r = job.result
+    first = job.first if job.validation is not None else None
+    return {"file_id": file_id, "staged_file": job.index, "first": first, "path": r.path, "size_bytes": job.size,
+            "sha256": job.sha, "rows_read": r.rows_read, "accepted": r.accepted, "quarantined": r.quarantined,
+            "duplicates": r.duplicates, "status": r.status, "reason": r.reason, "extra_columns": r.extra_columns,
+            "missing_columns": r.missing_columns}
+
+
+_VALIDATIONS = pa.schema([("file_id", pa.int32()), ("rule", pa.string()), ("expectation", pa.string()),
+                          ("success", pa.bool_()), ("element_count", pa.int64()), ("unexpected_count", pa.int64())])
+
+
+def _validations(group: list[_StoreJob], ids: list[int]) -> pa.Table:
+    """GX's per-rule results of the group's loaded files, one row per file and rule."""
+    rows = [(file_id, r) for job, file_id in zip(group, ids, strict=True) if job.validation is not None
+            for r in job.validation.results]
+    return pa.table([pa.array([f for f, _ in rows], pa.int32()), pa.array([r.rule for _, r in rows]),
+                     pa.array([r.expectation for _, r in rows]), pa.array([r.success for _, r in rows]),
+                     pa.array([r.element_count for _, r in rows], pa.int64()),
+                     pa.array([r.unexpected_count for _, r in rows], pa.int64())], schema=_VALIDATIONS)
 
 
 def ingest(db_path: Path, paths: list[Path], now: datetime | None = None,

@@ -54,13 +54,14 @@ class ReaderLimits:
 def _to_json(checked: reading.Checked) -> dict[str, Any]:
     return {"path": str(checked.path), "sha": checked.sha, "size": checked.size, "known": checked.known,
             "rows": checked.rows, "reason": checked.reason, "extra": checked.extra, "missing": checked.missing,
+            "layout": checked.layout,
             "casts": [[col.name, at, macro] for col, at, macro in checked.casts]}
 
 
 def _from_json(raw: dict[str, Any], schema: Schema) -> reading.Checked:
     casts = tuple((schema.column(name), int(at), macro) for name, at, macro in raw["casts"])
     return reading.Checked(Path(raw["path"]), raw["sha"], int(raw["size"]), bool(raw["known"]), int(raw["rows"]),
-                           raw["reason"], casts, list(raw["extra"]), list(raw["missing"]))
+                           raw["reason"], casts, list(raw["extra"]), list(raw["missing"]), str(raw["layout"]))
 
 
 class _WorkerDied(Exception):
@@ -190,7 +191,7 @@ class ReaderPool:
         sha = reading.sha256_of(path)  # plain hashing: no parser touches the bytes
         if sha in self._decided:
             return reading.Checked(path, sha, path.stat().st_size, known=True)
-        return reading.Checked(path, sha, path.stat().st_size, rows=0, reason=reason)
+        return reading.Checked(path, sha, path.stat().st_size, rows=0, reason=reading.unreadable(path, reason))
 
     def checked(self, paths: list[Path]) -> Iterator[reading.Checked]:
         if not self._threads:

@@ -84,6 +84,19 @@ class _Reader:
         return found
 
 
+def encrypted_footer(path: str) -> bool:
+    """The file ends in `PARE`: its footer is encrypted (cheap: reads 4 bytes)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            if size < 12:
+                return False
+            fh.seek(size - 4)
+            return fh.read(4) == b"PARE"
+    except OSError:
+        return False
+
+
 def encrypted(path: str) -> bool:
     """The file uses Parquet modular encryption: an encrypted footer (magic `PARE`), or a plaintext footer
     that names an encryption algorithm (FileMetaData field 8, or 9: the footer signing key). Told from the

@@ -34,8 +34,8 @@ import pyarrow.parquet as pq
 
 from pipeline.db import error_text
 from pipeline.errors import first_line
-from pipeline.parquet_pages import encrypted
-from pipeline.rule_results import INDEX, STAGE
+from pipeline.parquet_pages import encrypted, encrypted_footer
+from pipeline.rule_results import INDEX, STAGE, STAGED_FILE
 from pipeline.schema import Column, Schema
 
 _READ_ROWS = 65_536  # rows per record batch of the checked read
@@ -56,6 +56,7 @@ class Checked:
     casts: tuple[tuple[Column, int, str | None], ...] = ()
     extra: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    layout: str = ""  # the file's Arrow schema, fingerprinted: files alike are staged by one read
 
 
 def sha256_of(path: Path) -> str:
@@ -86,10 +87,14 @@ def _not_parquet(path: Path) -> str | None:
     return f"not a Parquet file (no Parquet header); convert it first, e.g. {convert_hint(path)}"
 
 
-def unreadable(path: Path, exc: Exception) -> str:
-    """The rejection reason of a file pyarrow cannot read."""
-    message = first_line(exc)
-    return _not_parquet(path) or f"not a readable Parquet file: {message}"
+def unreadable(path: Path, exc: Exception | str) -> str:
+    """The rejection reason of a file pyarrow cannot read, or whose reader crashed (`exc`: how). A file whose
+    plaintext footer names an encryption algorithm is told by its bytes: Arrow's reader aborts on some of
+    those, and walking the footer in Python costs a millisecond a file, so it is done only here."""
+    if encrypted(str(path)):
+        return ENCRYPTED
+    message = exc if isinstance(exc, str) else f"not a readable Parquet file: {first_line(exc)}"
+    return _not_parquet(path) or message
 
 
 def _decode_all(pf: pq.ParquetFile) -> None:
@@ -132,7 +137,7 @@ def check(path: Path, schema: Schema, decided: set[str] | frozenset[str] = froze
 
 def check_bytes(path: Path, sha: str, size: int, schema: Schema) -> Checked:
     """Read a file not decided before whole (pages checked) and plan its casts."""
-    if encrypted(str(path)):  # before any reader: Arrow's aborts the process on some encrypted footers
+    if encrypted_footer(str(path)):
         return Checked(path, sha, size, rows=0, reason=ENCRYPTED)
     try:  # a page written with a CRC is checked against it: a flipped bit must not load a wrong value
         pf = pq.ParquetFile(path, page_checksum_verification=True)
@@ -157,17 +162,22 @@ def check_bytes(path: Path, sha: str, size: int, schema: Schema) -> Checked:
         except TypeError as exc:
             reason = f"column {col.name!r} cannot be cast to {col.type}: {exc}"
             return Checked(path, sha, size, rows=rows, reason=reason)
+    layout = hashlib.sha256(str(pf.schema_arrow.remove_metadata()).encode()).hexdigest()
     return Checked(path, sha, size, rows=rows, casts=tuple(casts),
                    extra=[f.name for f in fields if f.name not in schema.names],
-                   missing=[c.name for c, at, _ in casts if not at])
+                   missing=[c.name for c, at, _ in casts if not at], layout=layout)
 
 
 def select_sql(checked: Checked, n: int) -> str:
-    """The SELECT that reads file `n` of a staging statement as the contract's columns, `_id` counted
-    from `$first_n`; its path is the bound parameter `$path_n`. Columns are taken by position (`#3`):
-    DuckDB matches names regardless of case, so a `Total_MS` beside `total_ms` would be read for it.
-    Hive partitioning is off: DuckDB would otherwise replace a file's `release` column with the
-    value of a `release=...` folder it lies in."""
+    """The SELECT that reads the files of group `n` of a staging statement, all laid out as `checked` is,
+    as the contract's columns: the files' paths are the bound list `$path_n`; each file's rows are `_id`
+    counted from its entry of `$first_n`, and carry its entry of `$file_n` as `_staged_file`. One read of
+    many files costs about what their rows cost; a read per file costs milliseconds each.
+    Columns are taken by position (`#3`): DuckDB matches names regardless of case, so a `Total_MS` beside
+    `total_ms` would be read for it. Hive partitioning is off: DuckDB would otherwise replace a file's
+    `release` column with the value of a `release=...` folder it lies in. A file with a column of a name
+    the read adds (`_landed_file`, `file_row_number`) fails the statement, never misreads: the caller
+    then reads each file alone and rejects that one."""
     columns = []
     for col, at, macro in checked.casts:
         name = '"' + col.name.replace('"', '""') + '"'
@@ -178,8 +188,12 @@ def select_sql(checked: Checked, n: int) -> str:
             columns.append(f"{STAGE}.{macro}(#{at}, {label}) AS {name}")
         else:
             columns.append(f"#{at} AS {name}")
-    return (f"SELECT {', '.join(columns)}, $first_{n} + file_row_number AS {INDEX} "
-            f"FROM read_parquet($path_{n}, file_row_number = true, hive_partitioning = false)")
+    read = (f"SELECT {', '.join(columns)}, _landed_file, file_row_number "
+            f"FROM read_parquet($path_{n}, file_row_number = true, filename = '_landed_file', "
+            "hive_partitioning = false)")
+    files = f"SELECT unnest($path_{n}) AS _landed_file, unnest($first_{n}) AS first, unnest($file_{n}) AS file"
+    return (f"SELECT r.* EXCLUDE (_landed_file, file_row_number), f.first + r.file_row_number AS {INDEX}, "
+            f"f.file AS {STAGED_FILE} FROM ({read}) r JOIN ({files}) f USING (_landed_file)")
 
 
 def staging_error(exc: duckdb.Error) -> str:
@@ -192,9 +206,10 @@ def staging_error(exc: duckdb.Error) -> str:
 
 
 def stage_table_sql(schema: Schema) -> str:
-    """The staging table of a batch: the contract's columns, typed, and `_id`, the row in the batch."""
+    """The staging table of a batch: the contract's columns, typed, `_id`, the row in the batch, and
+    `_staged_file`, the file it came from."""
     columns = ", ".join(f'"{c.name}" {c.duckdb_type}' for c in schema.columns)
-    return f"CREATE OR REPLACE TABLE {STAGE}.batch ({columns}, {INDEX} BIGINT)"
+    return f"CREATE OR REPLACE TABLE {STAGE}.batch ({columns}, {INDEX} BIGINT, {STAGED_FILE} INTEGER)"
 
 
 @contextmanager

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 STAGE = "stage"  # the in-memory database attached to the ingest connection for the staging tables
 INDEX = "_id"  # row number in a staging table: never event_id, which can be null or repeated
+STAGED_FILE = "_staged_file"  # in a staging table: the file a row came from (its index in the run)
 
 
 class ValidatorError(Exception):
@@ -45,6 +46,11 @@ class Validation:
     def shifted(self, first: int, size: int) -> Validation:
         """The validation of one file whose rows had staging ids first..first+size-1, in file rows."""
         return Validation(self.results, {rule: idx - first for rule, idx in self.failing_rows.items()}).split([size])[0]
+
+    def rows_failing(self) -> int:
+        """How many rows broke at least one rule (they are quarantined)."""
+        found = [idx for idx in self.failing_rows.values() if len(idx)]
+        return len(np.unique(np.concatenate(found))) if found else 0
 
     def failure_pairs(self, offset: int = 0) -> pa.Table:
         """(_id, rule, rule_pos) for every broken rule of every row; _id = row + offset."""

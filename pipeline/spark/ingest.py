@@ -35,7 +35,7 @@ import pyarrow as pa
 from pipeline import clock, db, sqlfiles, stopping
 from pipeline.ingest import FileResult, Progress, decided_file, demote
 from pipeline.landing import discover
-from pipeline.rule_results import INDEX, STAGE, RuleResult, Validation, ValidatorError
+from pipeline.rule_results import INDEX, STAGE, STAGED_FILE, RuleResult, Validation, ValidatorError
 from pipeline.schema import Schema, load_schema
 from pipeline.spark import batches
 from pipeline.spark.engine import SparkEngine
@@ -88,7 +88,8 @@ def read_files(batches_in: Iterator[pa.RecordBatch], known: frozenset[str], cast
                 try:
                     with reading.readable_paths([path]) as paths:
                         table = con.sql(reading.select_sql(checked, 0),
-                                        params={"path_0": paths[0], "first_0": i << FILE_BITS}).to_arrow_table()
+                                        params={"path_0": paths, "first_0": [i << FILE_BITS], "file_0": [i]},
+                                        ).to_arrow_table().drop_columns([STAGED_FILE])
                 except duckdb.Error as exc:  # a value the casts refuse, or damage only a full decode finds
                     out.append(_status(i, checked.sha, checked.size, "rejected", reading.staging_error(exc),
                                        checked.rows))

@@ -5,7 +5,7 @@
 -- md5 of the copy's contract columns as DuckDB's to_json text. Identical copies tie; the stored one stays.
 CREATE OR REPLACE TEMP TABLE contest AS
 WITH new_copies AS (
-    SELECT b.* EXCLUDE (_id) FROM stage.validated b
+    SELECT b.* EXCLUDE (_id, _staged_file) FROM stage.validated b
     WHERE b._id BETWEEN $first AND $last AND b.event_id IN (SELECT event_id FROM collided)
       AND NOT EXISTS (SELECT 1 FROM batch_failures f WHERE f._id = b._id)
 ),
