@@ -3,6 +3,7 @@ characteristics"), by simulation: the README's table is this script's output.
 
     .venv/bin/python bench/power.py [--runs 20] [--jobs 2] [--points all|N,...] [--json out.json]
     .venv/bin/python bench/power.py --p95 [--runs 10] [--jobs 2]
+    .venv/bin/python bench/power.py --other-gates [--runs 10] [--jobs 2]
 
 Each grid point is a population of `pipeline simulate` (simulate.Population): per-device adoption propensity
 Beta(c p, c (1 - p)) around the task's rate, Pareto or lognormal activity, 0.2 % chatty devices (30 x activity),
@@ -12,6 +13,11 @@ A/A (edge outcomes drawn as the cloud's), an adoption loss at the 3 % tolerance,
 user alike). Printed per point: edge and cloud devices, the top 1 % / 10 % devices' share of rows, then per
 effect the releases rolled back on some night (by night 7 for the 15 % loss), with a 95 % Wilson interval, and
 the median devices_to_detect of the release-wide quality check on night 7.
+
+--other-gates: the same grid, for fallback_rate (edge fallbacks up by 5 points, its tolerance over the cloud,
+and by 10) and failure_detectability (10 % and 20 % of the detected edge failures made silent: a detected
+share of 0.90, its threshold, and 0.80), each regression drawn per device from a Beta around its mean with
+the point's concentration: the releases rolled back on some night, and by the gate the regression targets.
 """
 
 from __future__ import annotations
@@ -83,6 +89,39 @@ def p95_sweeps(config, runs: int, jobs: int) -> None:
               f"of {r.looks:,} | {r.near_500_failed / max(1, r.near_500):.1%} of {r.near_500:,} |")
 
 
+OTHER_EFFECTS = (("A/A", {}, ""), ("fallback +5 pts (the tolerance)", {"fallback_spike": 0.05}, "fallback_rate"),
+                 ("fallback +10 pts", {"fallback_spike": 0.10}, "fallback_rate"),
+                 ("silent 10 % (detected 0.90, the threshold)", {"silent_share": 0.10}, "failure_detectability"),
+                 ("silent 20 % (detected 0.80)", {"silent_share": 0.20}, "failure_detectability"))
+
+
+def _run(tasks: list, jobs: int) -> list:
+    if jobs > 1:
+        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+            return pool.starmap(run_sweep, tasks, chunksize=1)
+    return [run_sweep(*t) for t in tasks]
+
+
+def other_gates(config, points: tuple[Point, ...], runs: int, jobs: int) -> None:
+    sweeps = [Sweep(f"{p.name} | {label}", "aa", ROWS, population=p.population, **knobs)
+              for p in points for label, knobs, _ in OTHER_EFFECTS]
+    started = time.time()
+    done = _run([(sw, seed, config, NIGHTS) for sw in sweeps for seed in range(runs)], jobs)
+    print(f"{runs} releases per cell, {NIGHTS} nightly looks each, gates/admission.yaml as shipped; "
+          f"{time.time() - started:.0f} s. A cell: releases rolled back on some night (by the targeted gate)\n")
+    print("| population | " + " | ".join(label for label, _, _ in OTHER_EFFECTS) + " |")
+    print("|---" * (len(OTHER_EFFECTS) + 1) + "|")
+    for i, p in enumerate(points):
+        cells = []
+        for j, (_, _, gate) in enumerate(OTHER_EFFECTS):
+            at = (i * len(OTHER_EFFECTS) + j) * runs
+            total = merge(done[at:at + runs])
+            lo, hi = stats.wilson(total.ever, total.runs, 0.95) or (0, 0)
+            by_gate = f" ({total.by_gate.get(gate, 0)})" if gate else ""
+            cells.append(f"{total.ever}/{total.runs}{by_gate} [{lo:.0%}, {hi:.0%}]")
+        print(f"| {p.name} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=20)
@@ -92,21 +131,22 @@ def main() -> None:
     ap.add_argument("--p95", action="store_true",
                     help="instead, the p95 budget sweeps of `pipeline backtest --simulated` (true p95 at 1 and 1.2 x "
                          "the budget, independent and device-clustered): the share of segment looks that fail")
+    ap.add_argument("--other-gates", action="store_true",
+                    help="instead, fallback_rate and failure_detectability regressions on the grid (see above)")
     args = ap.parse_args()
     config = load_config(None)
     if args.p95:
         p95_sweeps(config, args.runs, args.jobs)
         return
     points = GRID if args.points == "all" else tuple(GRID[int(i) - 1] for i in args.points.split(","))
+    if args.other_gates:
+        other_gates(config, points, args.runs, args.jobs)
+        return
     sweeps = [Sweep(f"{p.name} | {label}", "aa", ROWS, loss=loss, population=p.population)
               for p in points for label, loss in EFFECTS]
     tasks = [(sw, seed, config, NIGHTS) for sw in sweeps for seed in range(args.runs)]
     started = time.time()
-    if args.jobs > 1:
-        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-            done = pool.starmap(run_sweep, tasks, chunksize=1)
-    else:
-        done = [run_sweep(*t) for t in tasks]
+    done = _run(tasks, args.jobs)
     out = []
     print(f"{args.runs} releases per cell, {NIGHTS} nightly looks each, gates/admission.yaml as shipped "
           f"(estimand {config.statistics.estimand}, method {config.statistics.method}); "

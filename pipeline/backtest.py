@@ -74,6 +74,40 @@ def _fallback_spike(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table
     return _set_where(t, "outcome", spike, USER_FALLBACK)
 
 
+def _by_device(t: pa.Table, rng: np.random.Generator, p: float, concentration: float) -> np.ndarray:
+    """Per row, the chance its device has: Beta(c p, c (1 - p)) per device around `p` (concentration 0: `p`
+    for every device), so a regression hits some users much harder than others, as a bad chip would."""
+    if concentration <= 0 or p <= 0 or p >= 1:
+        return np.full(t.num_rows, p)
+    from scipy.special import betaincinv
+
+    return betaincinv(concentration * p, concentration * (1 - p), _device_uniforms(t, rng))
+
+
+def _clustered_fallback_spike(t: pa.Table, rng: np.random.Generator, x: float, concentration: float) -> pa.Table:
+    """Edge fallbacks up by `x` of all edge rows (absolute), the extra share drawn per device."""
+    edge = np.asarray(pc.not_equal(t["route"], "cloud"))
+    fallback = np.asarray(pc.is_in(t["outcome"], pa.array(["edited", "regenerated", "undone"]))) | np.asarray(
+        t["auto_fallback"])
+    share = fallback[edge].mean() if edge.any() else 0.0
+    spike = edge & ~fallback & (rng.random(t.num_rows) < _by_device(t, rng, min(1.0, x / max(1e-9, 1 - share)),
+                                                                     concentration))
+    return _set_where(t, "outcome", spike, USER_FALLBACK)
+
+
+def _silent_failures(t: pa.Table, rng: np.random.Generator, x: float, concentration: float) -> pa.Table:
+    """Of the edge failures the app detected (auto_fallback, error_code), this share per device (on average)
+    becomes silent: no automatic fallback, no error code, the user sees a failed answer."""
+    edge = np.asarray(pc.not_equal(t["route"], "cloud"))
+    detected = np.asarray(t["auto_fallback"]) | np.asarray(pc.is_valid(t["error_code"]))
+    silent = edge & detected & (rng.random(t.num_rows) < _by_device(t, rng, x, concentration))
+    t = _set_where(t, "outcome", silent, "failed")
+    t = t.set_column(t.schema.get_field_index("auto_fallback"), "auto_fallback",
+                     pc.and_(t["auto_fallback"], pa.array(~silent)))
+    codes = pc.if_else(pa.array(silent), pa.scalar(None, pa.string()), t["error_code"].combine_chunks())
+    return t.set_column(t.schema.get_field_index("error_code"), "error_code", codes)
+
+
 def _set_where(t: pa.Table, column: str, mask: np.ndarray, value: str) -> pa.Table:
     """`column` set to `value` on the rows of `mask`."""
     new = pc.if_else(pa.array(mask), pa.scalar(value), t[column].combine_chunks())
@@ -345,6 +379,8 @@ class Sweep:
     loss: float = 0.0
     p95_factor: float | None = None
     population: Any = None  # a simulate.Population of the heterogeneity family (instead of `clustered`)
+    fallback_spike: float = 0.0  # edge fallbacks up by this share of edge rows, drawn per device
+    silent_share: float = 0.0  # this share of detected edge failures made silent, drawn per device
 
 
 SWEEPS: tuple[Sweep, ...] = (
@@ -379,6 +415,7 @@ class SweepResult:
     ever: int = 0  # runs rolled back on some night
     by_night_7: int = 0  # ... on one of the first 7 nights
     for_quality: int = 0  # runs in which quality_loss rolled a segment (or the release) back
+    by_gate: dict[str, int] = field(default_factory=dict)  # runs in which this gate rolled something back
     first_nights: list[int] = field(default_factory=list)
     median_rows: list[int] = field(default_factory=list)
     looks: int = 0  # p95 sweeps: judged segment looks of inference_duration ...
@@ -406,13 +443,14 @@ def run_sweep(sweep: Sweep, seed: int, config: Config, nights: int = 14) -> Swee
 
     population = sweep.population or (CLUSTERED if sweep.clustered else INDEPENDENT)
     looks = simulated_rollout(sweep.scenario, sweep.rows, seed, config, nights, population, sweep.loss,
-                              sweep.p95_factor)
+                              sweep.p95_factor, fallback_spike=sweep.fallback_spike, silent_share=sweep.silent_share)
     out = SweepResult(sweep, runs=1, median_rows=[_median_segment_rows(looks[-1].result)])
     rolled = [look.night for look in looks if look.rolled]
     if rolled:
         out.ever, out.first_nights = 1, [rolled[0]]
         out.by_night_7 = int(rolled[0] <= 7)
     out.for_quality = int(any("quality_loss" in look.rolled_gates for look in looks))
+    out.by_gate = {g: 1 for g in set().union(*(look.rolled_gates for look in looks))}
     if sweep.p95_factor is not None:
         for look in looks:
             for seg in look.result.judged:
@@ -433,6 +471,8 @@ def merge(results: list[SweepResult]) -> SweepResult:
         total.ever += r.ever
         total.by_night_7 += r.by_night_7
         total.for_quality += r.for_quality
+        for g, k in r.by_gate.items():
+            total.by_gate[g] = total.by_gate.get(g, 0) + k
         total.first_nights += r.first_nights
         total.median_rows += r.median_rows
         total.looks += r.looks
@@ -519,13 +559,20 @@ def simulated(config: Config, runs: int, jobs: int = 1, sweeps: tuple[Sweep, ...
 
 def simulated_rollout(scenario: str, rows: int, seed: int, config: Config, nights: int = 14,
                       population: Any = None, edge_adoption_loss: float = 0.0, p95_factor: float | None = None,
-                      start: datetime = datetime(2026, 11, 1)) -> list[NightLook]:
+                      start: datetime = datetime(2026, 11, 1), fallback_spike: float = 0.0,
+                      silent_share: float = 0.0) -> list[NightLook]:
     """A release of `pipeline simulate` rolled out over `nights` days (rows spread evenly), judged after
     each night with the configured policy: the seed sweeps of the README's operating characteristics."""
     from pipeline.simulate import INDEPENDENT, generate
 
+    population = population or INDEPENDENT
     table = generate("4.12", rows, scenario, seed=seed, start=start, days=nights,
-                     population=population or INDEPENDENT, edge_adoption_loss=edge_adoption_loss)
+                     population=population, edge_adoption_loss=edge_adoption_loss)
+    rng = np.random.default_rng([seed, 25])
+    if fallback_spike:
+        table = _clustered_fallback_spike(table, rng, fallback_spike, population.adoption_concentration)
+    if silent_share:
+        table = _silent_failures(table, rng, silent_share, population.adoption_concentration)
     if p95_factor is not None:
         table = _redraw_latency(table, config, p95_factor, seed,
                                 P95_DEVICE_SHARE if population not in (None, INDEPENDENT) else 0.0)

@@ -110,6 +110,40 @@ def test_injections_do_what_they_say():
     assert all(r == pytest.approx(1.2, rel=1e-6) for _, r in ratios)
 
 
+def test_the_clustered_regressions_move_their_figure_by_the_size_asked_and_cluster_by_device():
+    from pipeline.backtest import _clustered_fallback_spike, _silent_failures
+    from pipeline.simulate import Population
+
+    table = generate("4.12", 60_000, "aa", seed=5, start=datetime(2026, 11, 20), days=7,
+                     population=Population(devices=2000, adoption_concentration=2, activity_pareto=1.3))
+    edge = np.asarray(pc.not_equal(table["route"], "cloud"))
+    devices = np.asarray(table["device_id"].to_pylist())
+    outcome = lambda t: np.asarray(t["outcome"].to_pylist())  # noqa: E731
+    detected = lambda t: np.asarray(t["auto_fallback"]) | np.asarray(pc.is_valid(t["error_code"]))  # noqa: E731
+
+    def fallback(t):
+        return np.isin(outcome(t), ["edited", "regenerated", "undone"]) | np.asarray(t["auto_fallback"])
+
+    def by_device(hit, of, least=1):
+        """Each device's share of `of` rows that are `hit`, for devices with at least `least` such rows."""
+        shares = [hit[of & (devices == d)].mean() for d in np.unique(devices[of])]
+        return np.array([x for x, d in zip(shares, np.unique(devices[of]), strict=True)
+                         if (of & (devices == d)).sum() >= least])
+
+    # the average device gets the size asked; a few very active devices move the share of rows more or less
+    spiked = _clustered_fallback_spike(table, np.random.default_rng(1), 0.10, concentration=2)
+    added = fallback(spiked) & ~fallback(table)
+    assert by_device(added, edge & ~fallback(table)).mean() == pytest.approx(0.10 / (1 - 0.02), abs=0.01)
+    assert fallback(spiked)[edge].mean() - fallback(table)[edge].mean() == pytest.approx(0.10, abs=0.02)
+    # by device: the share varies between devices far beyond binomial noise
+    assert np.std(by_device(added, edge, least=20)) > 2 * np.sqrt(0.1 * 0.9 / 20)
+
+    silent = _silent_failures(table, np.random.default_rng(2), 0.20, concentration=2)
+    before, after = detected(table) & edge, detected(silent) & edge
+    assert by_device(before & ~after, before).mean() == pytest.approx(0.20, abs=0.03)
+    assert (outcome(silent)[before & ~after] == "failed").all()  # still failures, now undetected
+
+
 def test_replay_advances_the_rollout_state_each_night():
     table = generate("4.12", 30_000, "postmortem", seed=5, start=datetime(2026, 11, 1), days=5)
     con = load_scratch(table.append_column("file_id", pc.cast(pc.multiply(pc.cast(pc.is_valid(table["task"]),

@@ -169,3 +169,14 @@ def test_encrypted_files_are_rejected_up_front_and_the_good_file_beside_them_loa
     assert again["rows_read"] == 0  # not read again: their bytes are known
     assert all(f["reason"].startswith("encrypted Parquet (not supported) (already rejected as ")
                for f in again["rejected_files"]) and len(again["rejected_files"]) == 2
+
+    # the nightly job on the same landing, into a fresh warehouse: exit 4 (a data-quality problem naming the
+    # rejected files), never a signal; a second night counts the same and reads nothing again
+    nightly_db = tmp_path / "n.duckdb"
+    for night in (1, 2):
+        done = run_cli("nightly", "--db", str(nightly_db), "--landing", str(land), "--json", "--as-of", NOW.isoformat())
+        assert done.returncode == 4, done.stderr
+        run = json.loads(done.stdout)
+        assert run["data_quality"][0].startswith("2 of 3 files rejected: ")
+        assert run["steps"]["ingest"]["rows_read"] == (300 if night == 1 else 0)
+        assert counts(nightly_db)["events"] == result["accepted"]
