@@ -477,7 +477,7 @@ class Ingestor:
 
     def _store(self, con: Any, group: list[_StoreJob]) -> None:
         """These files in one transaction: their manifest rows, quarantined rows, new rows and GX's results."""
-        ids = sorted(r[0] for r in sqlfiles.run(con, "spark/reserve_file_ids", {"n": len(group)}).fetchall())
+        ids = sorted(r[0] for r in sqlfiles.run(con, "ingest/reserve_file_ids", {"n": len(group)}).fetchall())
         for job in group:
             if job.validation is not None:  # every valid row is new, unless collisions say otherwise below
                 job.result.quarantined = job.validation.rows_failing()

@@ -274,7 +274,7 @@ class SparkIngestor:
         if n == 0:
             return []
         with db.writing(self.db_path) as con:
-            return [r[0] for r in sqlfiles.run(con, "spark/reserve_file_ids", {"n": n}).fetchall()]
+            return [r[0] for r in sqlfiles.run(con, "ingest/reserve_file_ids", {"n": n}).fetchall()]
 
     # ---------------------------------------------------------------- quarantine, dedupe, staging
 
