@@ -12,7 +12,8 @@ for 14 nights, judged after every night with gates/admission.yaml as shipped and
 A/A (edge outcomes drawn as the cloud's), an adoption loss at the 3 % tolerance, 10 % and 15 % (relative, every
 user alike). Printed per point: edge and cloud devices, the top 1 % / 10 % devices' share of rows, then per
 effect the releases rolled back on some night (by night 7 for the 15 % loss), with a 95 % Wilson interval, and
-the median devices_to_detect of the release-wide quality check on night 7.
+for the 15 % loss the median `devices_to_detect` of the release-wide quality check on night 7 ("needs N": edge
+devices for 80 % power against a loss of twice the tolerance, at the alpha the check had).
 
 --other-gates: the same grid, for fallback_rate (edge fallbacks up by 5 points, its tolerance over the cloud,
 and by 10) and failure_detectability (10 % and 20 % of the detected edge failures made silent: a detected
@@ -161,7 +162,9 @@ def main() -> None:
             rs = [r for r in done[(i * len(EFFECTS) + j) * args.runs:(i * len(EFFECTS) + j + 1) * args.runs]]
             k = sum(r.by_night_7 for r in rs) if loss == 0.15 else sum(r.ever for r in rs)
             lo, hi = stats.wilson(k, len(rs), 0.95) or (0, 0)
-            cells.append(f"{k}/{len(rs)} [{lo:.0%}, {hi:.0%}]")
+            needed = [n for r in rs for n in r.devices_to_detect]
+            sized = f"; needs {int(np.median(needed)):,}" if loss == 0.15 and needed else ""
+            cells.append(f"{k}/{len(rs)} [{lo:.0%}, {hi:.0%}]{sized}")
             out.append({"point": p.name, "effect": label, "loss": loss, "runs": len(rs), "rolled_back": k,
                         "interval_95": [lo, hi], **sh,
                         "first_nights": [n for r in rs for n in r.first_nights]})

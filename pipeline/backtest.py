@@ -416,6 +416,7 @@ class SweepResult:
     by_night_7: int = 0  # ... on one of the first 7 nights
     for_quality: int = 0  # runs in which quality_loss rolled a segment (or the release) back
     by_gate: dict[str, int] = field(default_factory=dict)  # runs in which this gate rolled something back
+    devices_to_detect: list[int] = field(default_factory=list)  # the release-wide quality check's, night 7
     first_nights: list[int] = field(default_factory=list)
     median_rows: list[int] = field(default_factory=list)
     looks: int = 0  # p95 sweeps: judged segment looks of inference_duration ...
@@ -451,6 +452,9 @@ def run_sweep(sweep: Sweep, seed: int, config: Config, nights: int = 14) -> Swee
         out.by_night_7 = int(rolled[0] <= 7)
     out.for_quality = int(any("quality_loss" in look.rolled_gates for look in looks))
     out.by_gate = {g: 1 for g in set().union(*(look.rolled_gates for look in looks))}
+    quality = looks[min(7, len(looks)) - 1].result.release_wide.get("quality_loss")
+    if quality is not None and quality.extra.get("devices_to_detect"):
+        out.devices_to_detect = [int(quality.extra["devices_to_detect"])]
     if sweep.p95_factor is not None:
         for look in looks:
             for seg in look.result.judged:
@@ -471,6 +475,7 @@ def merge(results: list[SweepResult]) -> SweepResult:
         total.ever += r.ever
         total.by_night_7 += r.by_night_7
         total.for_quality += r.for_quality
+        total.devices_to_detect += r.devices_to_detect
         for g, k in r.by_gate.items():
             total.by_gate[g] = total.by_gate.get(g, 0) + k
         total.first_nights += r.first_nights

@@ -671,7 +671,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from pipeline import db, sqlfiles
     from pipeline.render import rows_as
-    from pipeline.runs import alive
+    from pipeline.runs import aborted_text, alive
 
     with db.reading(_db(args)) as con:
         cur = sqlfiles.run(con, "ingest/recent_runs", {"limit": args.limit})
@@ -679,7 +679,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         rows = []
         for *row, pid, host, proc_start in cur.fetchall():  # a run whose process died reads as aborted at once
             if row[4] == "running" and not alive(pid, host, proc_start):
-                row[4], row[5] = "aborted", f"aborted: its process (pid {pid}) ended without finishing the run"
+                row[4], row[5] = "aborted", aborted_text(pid)
             rows.append(tuple(row))
     print(rows_as(_format(args), columns, rows))
     return EXIT_OK

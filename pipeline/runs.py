@@ -54,13 +54,20 @@ def dead_runs(con: Any) -> list[tuple]:
             in sqlfiles.run(con, "ingest/running_runs").fetchall() if not alive(pid, run_host, proc_start)]
 
 
+def aborted_text(pid: int | None, found: datetime | None = None) -> str:
+    """What an aborted run's error says: as `pipeline runs` shows a dead run at once, or (`found`: when a
+    writer marked it) as stored."""
+    who = f"its process (pid {pid}) ended" if pid else "its process ended"
+    if found is None:
+        return f"aborted: {who} without finishing the run"
+    return (f"aborted: {who} without finishing the run (killed, out of memory or power lost); found "
+            f"{found:%Y-%m-%d %H:%M:%S} UTC. Whole files it loaded are in; the next run loads the rest")
+
+
 def mark_aborted(con: Any, now: datetime) -> int:
     """Mark the dead runs aborted, saying what is known; how many were marked."""
     dead = dead_runs(con)
     for run_id, _kind, _started, pid in dead:
-        who = f"its process (pid {pid}) ended" if pid else "its process ended"
-        sqlfiles.run(con, "ingest/abort_run", {
-            "run_id": run_id, "finished_at": now,
-            "error": f"aborted: {who} without finishing the run (killed, out of memory or power lost); found "
-                     f"{now:%Y-%m-%d %H:%M:%S} UTC. Whole files it loaded are in; the next run loads the rest"})
+        sqlfiles.run(con, "ingest/abort_run", {"run_id": run_id, "finished_at": now,
+                                               "error": aborted_text(pid, found=now)})
     return len(dead)
