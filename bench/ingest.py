@@ -35,8 +35,8 @@ OUT = ROOT / "bench" / "out"
 BY_HAND = r"""
 import sys, duckdb
 from pathlib import Path
-from pipeline.db import events_ddl
-from pipeline.schema import load_schema
+from pipeline.warehouse.db import events_ddl
+from pipeline.warehouse.schema import load_schema
 db, files = sys.argv[1], sys.argv[2:]
 con = duckdb.connect(db)
 con.execute(events_ddl(load_schema()))

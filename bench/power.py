@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline import stats
-from pipeline.backtest import SWEEPS, Sweep, merge, run_sweep
-from pipeline.config import load_config
-from pipeline.simulate import Population, generate
+from pipeline.common.config import load_config
+from pipeline.gate import stats
+from pipeline.planning.backtest import SWEEPS, Sweep, merge, run_sweep
+from pipeline.planning.simulate import Population, generate
 
 ROWS = 60_000  # ~4,300 a night over 14 nights
 NIGHTS = 14

@@ -31,12 +31,12 @@ from common import ROOT
 
 sys.path.insert(0, str(ROOT))
 
-from pipeline import db  # noqa: E402
-from pipeline.aggregate import refresh, use_settings  # noqa: E402
-from pipeline.config import EngineSettings, SparkSettings, load_config  # noqa: E402
-from pipeline.gate import evaluate_gate  # noqa: E402
-from pipeline.ingest import ingest  # noqa: E402
-from pipeline.simulate import write_parquet  # noqa: E402
+from pipeline.common.config import EngineSettings, SparkSettings, load_config  # noqa: E402
+from pipeline.gate.evaluate import evaluate_gate  # noqa: E402
+from pipeline.ingest.run import ingest  # noqa: E402
+from pipeline.planning.simulate import write_parquet  # noqa: E402
+from pipeline.warehouse import db  # noqa: E402
+from pipeline.warehouse.aggregate import refresh, use_settings  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "spark"
 START = datetime(2026, 11, 17)
@@ -91,7 +91,7 @@ def main() -> int:
     results: dict[str, dict[str, float]] = {"duckdb": {}, "spark": {}}
 
     # ---- DuckDB
-    import pipeline.validate as validate
+    import pipeline.ingest.validate as validate
 
     duck = work / "duck.duckdb"
     gx_duck = Clock()
@@ -112,9 +112,9 @@ def main() -> int:
         results["duckdb"][name] = time.perf_counter() - t
 
     # ---- Spark
-    from pipeline.spark.aggregate import refresh_spark
-    from pipeline.spark.engine import open_engine
-    from pipeline.spark.ingest import ingest_spark
+    from pipeline.ingest.spark import ingest_spark
+    from pipeline.warehouse.spark.aggregate import refresh_spark
+    from pipeline.warehouse.spark.engine import open_engine
 
     spark_db = work / "spark.duckdb"
     t = time.perf_counter()

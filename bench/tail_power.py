@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from pipeline import stats
+from pipeline.gate import stats
 
 GRID = np.array(stats.QUANTILE_GRID)
 TAU = math.log(1.25)

@@ -7,7 +7,7 @@ import sys
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
     del sys.path[0]
 
-from pipeline.cli import run  # noqa: E402
+from pipeline.cli.main import run  # noqa: E402
 
 if __name__ == "__main__":
     run()

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.schema import load_schema
+from pipeline.warehouse.schema import load_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 12, 2, 12, 0, 0)

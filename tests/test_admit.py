@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.admit import (
+from pipeline.common.config import Config, load_config
+from pipeline.common.errors import ConfigError
+from pipeline.planning.admit import (
     GB,
     LPDDR5_BANDWIDTH_GBPS,
     Cloud,
@@ -39,8 +41,6 @@ from pipeline.admit import (
     ttft_s,
     weight_bytes,
 )
-from pipeline.config import Config, load_config
-from pipeline.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 CANDIDATES = ROOT / "gates" / "candidates"
@@ -373,8 +373,8 @@ def test_latency_target_out_of_physical_reach(tmp_path, config):
 
 
 def test_admit_imports_nothing_heavy():
-    code = ("import sys, pipeline.admit; heavy = {'pandas', 'polars', 'duckdb', 'great_expectations', 'pyarrow',"
-            " 'numpy'} & set(sys.modules); print(sorted(heavy)); sys.exit(bool(heavy))")
+    code = ("import sys, pipeline.planning.admit; heavy = {'pandas', 'polars', 'duckdb', 'great_expectations',"
+            " 'pyarrow', 'numpy'} & set(sys.modules); print(sorted(heavy)); sys.exit(bool(heavy))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 

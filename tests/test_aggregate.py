@@ -13,10 +13,10 @@ import pytest
 from conftest import counts, run_cli, valid_table, with_values
 from polars.testing import assert_frame_equal
 
-from pipeline import aggregate, db
-from pipeline.aggregate import day_chunks, refresh
-from pipeline.config import load_config
-from pipeline.simulate import generate
+from pipeline.common.config import load_config
+from pipeline.planning.simulate import generate
+from pipeline.warehouse import aggregate, db
+from pipeline.warehouse.aggregate import day_chunks, refresh
 
 CONFIG = load_config()
 START = datetime(2026, 11, 20)

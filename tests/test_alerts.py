@@ -15,13 +15,13 @@ import duckdb
 import pytest
 from test_gate import AS_OF, START, load
 
-from pipeline import db
-from pipeline.aggregate import use_settings
-from pipeline.alerts import deliver
-from pipeline.config import load_config
-from pipeline.gate import evaluate_gate
-from pipeline.history import record_evaluation
-from pipeline.simulate import generate
+from pipeline.common.config import load_config
+from pipeline.delivery.alerts import deliver
+from pipeline.gate.evaluate import evaluate_gate
+from pipeline.planning.simulate import generate
+from pipeline.rollout.history import record_evaluation
+from pipeline.warehouse import db
+from pipeline.warehouse.aggregate import use_settings
 
 
 class Receiver:

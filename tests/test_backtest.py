@@ -12,10 +12,10 @@ import pytest
 from conftest import DEMO_AS_OF, run_cli
 from test_output_schema import _validator
 
-from pipeline import db
-from pipeline.backtest import _aa_cloud, _aa_edge, backtest, load_scratch, parse_injection, replay_nights
-from pipeline.config import load_config
-from pipeline.simulate import CLUSTERED, generate
+from pipeline.common.config import load_config
+from pipeline.planning.backtest import _aa_cloud, _aa_edge, backtest, load_scratch, parse_injection, replay_nights
+from pipeline.planning.simulate import CLUSTERED, generate
+from pipeline.warehouse import db
 
 CONFIG = load_config()
 AS_OF = datetime.fromisoformat(DEMO_AS_OF)
@@ -100,8 +100,8 @@ def test_injections_do_what_they_say():
 
     scaled = load_scratch(table.append_column("file_id", pc.cast(pc.multiply(pc.cast(edge, "int32"), 0), "int32")),
                           CONFIG)
-    from pipeline import sqlfiles
-    from pipeline.backtest import _budgets
+    from pipeline.planning.backtest import _budgets
+    from pipeline.warehouse import sqlfiles
 
     sqlfiles.run(scaled, "backtest/scale_to_budget", {"factor": 1.2, "figure": "total", **_budgets(CONFIG)})
     ratios = scaled.execute("""
@@ -111,8 +111,8 @@ def test_injections_do_what_they_say():
 
 
 def test_the_clustered_regressions_move_their_figure_by_the_size_asked_and_cluster_by_device():
-    from pipeline.backtest import _clustered_fallback_spike, _silent_failures
-    from pipeline.simulate import Population
+    from pipeline.planning.backtest import _clustered_fallback_spike, _silent_failures
+    from pipeline.planning.simulate import Population
 
     table = generate("4.12", 60_000, "aa", seed=5, start=datetime(2026, 11, 20), days=7,
                      population=Population(devices=2000, adoption_concentration=2, activity_pareto=1.3))

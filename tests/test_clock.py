@@ -1,4 +1,4 @@
-"""One clock (pipeline/clock.py): --as-of pins the 'now' of a replay, so the demo
+"""One clock (pipeline/common/clock.py): --as-of pins the 'now' of a replay, so the demo
 gives the same stored rows and verdicts on any day; without it the wall clock
 still rejects events from the future."""
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import duckdb
 from conftest import NOW, run_cli, valid_table, with_values, write
 
-from pipeline import db
-from pipeline.config import load_config
-from pipeline.nightly import run_nightly
+from pipeline.common.config import load_config
+from pipeline.jobs.nightly import run_nightly
+from pipeline.warehouse import db
 
 
 def alerts(db_path: Path) -> list[tuple]:

@@ -10,19 +10,19 @@ from pathlib import Path
 
 from conftest import ROOT, run_cli
 
-from pipeline import db, sqlfiles
-from pipeline.config import load_config
-from pipeline.engine import DuckDBEngine, Rows, engine_name, quantile_estimator
-from pipeline.simulate import generate
+from pipeline.common.config import load_config
+from pipeline.planning.simulate import generate
+from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse.engine import DuckDBEngine, Rows, engine_name, quantile_estimator
 
 PROBE = """
 import sys
-from pipeline import cli
+from pipeline.cli import main as cli
 try:
     code = cli.main(sys.argv[1:])
 except SystemExit as exc:  # --help
     code = exc.code
-heavy = sorted(m for m in ("pyspark", "sqlglot", "pipeline.spark", "great_expectations") if m in sys.modules)
+heavy = sorted(m for m in ("pyspark", "sqlglot", "pipeline.warehouse.spark", "great_expectations") if m in sys.modules)
 print("imported:", ",".join(heavy) or "none", "exit:", code)
 """
 
@@ -78,7 +78,7 @@ def test_duckdb_engine_runs_a_named_file_as_the_connection_does(tmp_path):
 
 
 def test_spark_files_are_package_data():
-    from pipeline import package_data
+    from pipeline.common import package_data
 
     for name in ("views/settings_bound.sql", "gate/segment_histograms.sql", "rollups/insert_hist_days.sql",
                  "spark/commit_batch.sql"):

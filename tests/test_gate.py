@@ -16,12 +16,12 @@ import pyarrow as pa
 import pytest
 from conftest import run_cli
 
-from pipeline import db
-from pipeline.aggregate import use_settings
-from pipeline.config import load_config
-from pipeline.gate import evaluate_gate
-from pipeline.routing import routing_table
-from pipeline.simulate import generate
+from pipeline.common.config import load_config
+from pipeline.gate.evaluate import evaluate_gate
+from pipeline.planning.simulate import generate
+from pipeline.rollout.routing import routing_table
+from pipeline.warehouse import db
+from pipeline.warehouse.aggregate import use_settings
 
 START = datetime(2026, 11, 20)
 AS_OF = datetime(2026, 11, 27)

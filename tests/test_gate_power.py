@@ -16,13 +16,14 @@ import pyarrow as pa
 import pytest
 from conftest import run_cli
 
-from pipeline import db, stats
-from pipeline import gate as G
-from pipeline.aggregate import use_settings
-from pipeline.backtest import Sweep, merge, run_sweep
-from pipeline.config import load_config
-from pipeline.gate import GateCheck, _test_outcomes, budget_split, evaluate_gate
-from pipeline.simulate import Population, generate
+from pipeline.common.config import load_config
+from pipeline.gate import evaluate as G
+from pipeline.gate import stats
+from pipeline.gate.evaluate import GateCheck, _test_outcomes, budget_split, evaluate_gate
+from pipeline.planning.backtest import Sweep, merge, run_sweep
+from pipeline.planning.simulate import Population, generate
+from pipeline.warehouse import db
+from pipeline.warehouse.aggregate import use_settings
 
 START = datetime(2026, 11, 20)
 AS_OF = datetime(2026, 11, 27)

@@ -1,5 +1,5 @@
 """The gate over a whole rollout (issue 12): simulated releases judged on each of 14 nights with the
-default policy, through evaluate_gate and the rollout state machine (pipeline/backtest.py, the same
+default policy, through evaluate_gate and the rollout state machine (pipeline/planning/backtest.py, the same
 code as `pipeline backtest --simulated`).
 
 The fast sweeps run a few seeds at the sizes of the acceptance; `-m slow` runs 100 seeds each and
@@ -13,8 +13,8 @@ import os
 
 import pytest
 
-from pipeline.backtest import SWEEPS, Sweep, merge, run_sweep
-from pipeline.config import load_config
+from pipeline.common.config import load_config
+from pipeline.planning.backtest import SWEEPS, Sweep, merge, run_sweep
 
 CONFIG = load_config()
 FAST_SEEDS = int(os.environ.get("ROLLOUT_SWEEP_SEEDS", "2"))

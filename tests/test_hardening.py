@@ -24,7 +24,7 @@ import pytest
 import yaml
 from conftest import ROOT, counts, run_cli, valid_table, write
 
-from pipeline.cli import HARD_STOP
+from pipeline.cli.main import HARD_STOP
 
 RUNAWAY = "SELECT count(*) FROM range(100000000000) a, range(100000000000) b"
 # the same kind of query without spilling (the sandbox caps temp files, which would end RUNAWAY by itself)

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import NOW, ROOT, counts, run_cli, valid_table, with_values, write
 
-from pipeline.ingest import ingest
-from pipeline.schema import load_schema
+from pipeline.ingest.run import ingest
+from pipeline.warehouse.schema import load_schema
 
 SCHEMA = load_schema()
 
@@ -194,7 +194,8 @@ def test_json_output_and_exit_code_from_the_real_command(tmp_path, db_path):
 
 def test_second_writer_gets_a_plain_message_and_exit_2(tmp_path, db_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from pipeline.db import writer_lock\n"
+        [sys.executable, "-c", "import sys, time; from pathlib import Path\n"
+         "from pipeline.warehouse.db import writer_lock\n"
          f"with writer_lock(Path({str(db_path)!r}), 'nightly'):\n    print('locked', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:

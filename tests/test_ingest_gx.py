@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import NOW, ROOT, query, run_cli, valid_table, with_values, write
 
-from pipeline.schema import load_schema
+from pipeline.warehouse.schema import load_schema
 
 SCHEMA = load_schema()
 AS_OF = NOW.isoformat()
@@ -53,7 +53,7 @@ def run_tree(root: Path, *args: str) -> subprocess.CompletedProcess:
 def test_self_test_passes_with_fresh_cursors_and_catches_a_connection_whose_results_vanish(tmp_path):
     import duckdb_engine
 
-    from pipeline.validate import SelfTestFailed, Validator
+    from pipeline.ingest.validate import SelfTestFailed, Validator
 
     con = duckdb.connect(str(tmp_path / "x.duckdb"))
     con.execute("ATTACH ':memory:' AS stage")

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_ingest import SCHEMA, breaking
 
-from pipeline.ingest import ingest
+from pipeline.ingest.run import ingest
 
 rows_plan = st.lists(st.tuples(st.sampled_from(["valid", "invalid", "repeat"]),
                                st.integers(0, len(SCHEMA.rules) - 1)), min_size=1, max_size=40)

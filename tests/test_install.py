@@ -6,8 +6,8 @@ from importlib.metadata import version
 
 from conftest import run_cli
 
-from pipeline import package_data
-from pipeline.config import DEFAULT_CONFIG
+from pipeline.common import package_data
+from pipeline.common.config import DEFAULT_CONFIG
 
 
 def test_version_is_the_installed_distribution_version():

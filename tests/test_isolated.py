@@ -1,4 +1,4 @@
-"""Untrusted Parquet read in isolated workers (pipeline/isolated.py): a reader that aborts, segfaults, hangs
+"""Untrusted Parquet read in isolated workers (pipeline/ingest/isolated.py): a reader that aborts, segfaults, hangs
 or allocates without bound rejects its own file with what happened; the run, and every other file, go on."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from conftest import NOW, ROOT, counts, run_cli, valid_table, write
 
-from pipeline.ingest import ingest
-from pipeline.isolated import ReaderLimits
+from pipeline.ingest.isolated import ReaderLimits
+from pipeline.ingest.run import ingest
 
 FAULTS = {
     "abort.parquet": "reader crashed (SIGABRT)",

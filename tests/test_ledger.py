@@ -20,15 +20,15 @@ import pytest
 import yaml
 from conftest import ROOT, run_cli
 
-from pipeline import db
-from pipeline.admit import load_candidate
-from pipeline.aggregate import refresh, use_settings
-from pipeline.config import DEFAULT_CONFIG, Costs, load_config
-from pipeline.estimates import candidates_dir, default_candidate
-from pipeline.gate import evaluate_gate
-from pipeline.history import record_evaluation
-from pipeline.ledger import compute_ledger
-from pipeline.simulate import write_parquet
+from pipeline.common.config import DEFAULT_CONFIG, Costs, load_config
+from pipeline.gate.evaluate import evaluate_gate
+from pipeline.planning.admit import load_candidate
+from pipeline.planning.estimates import candidates_dir, default_candidate
+from pipeline.planning.ledger import compute_ledger
+from pipeline.planning.simulate import write_parquet
+from pipeline.rollout.history import record_evaluation
+from pipeline.warehouse import db
+from pipeline.warehouse.aggregate import refresh, use_settings
 
 START = datetime(2026, 11, 20)
 AS_OF = datetime(2026, 11, 26)  # the window (14 days up to as-of) leaves out the last day of the data
@@ -299,7 +299,7 @@ def test_the_example_costs_config_is_admission_yaml_plus_costs():
 
 
 def test_report_has_the_ledger_and_the_estimate_table(sim, tmp_path):
-    from pipeline.report import write_report
+    from pipeline.views.report import write_report
 
     config = load_config(sim["costs_config"])
     with db.reading(sim["postmortem"]["db"]) as con:

@@ -16,10 +16,10 @@ import pytest
 from conftest import NOW, ROOT, counts, run_cli, valid_table, write
 from test_alerts import Receiver
 
-from pipeline import db
-from pipeline.config import load_config
-from pipeline.nightly import run_nightly
-from pipeline.simulate import write_parquet
+from pipeline.common.config import load_config
+from pipeline.jobs.nightly import run_nightly
+from pipeline.planning.simulate import write_parquet
+from pipeline.warehouse import db
 
 
 def runs(db_path: Path) -> list[tuple]:
@@ -84,8 +84,8 @@ def test_a_sigterm_taken_by_another_thread_still_stops_the_scheduler(tmp_path, d
     went on firing (seen once under load in CI; the child then outlived the test)."""
     from apscheduler.triggers.interval import IntervalTrigger
 
-    from pipeline import stopping
-    from pipeline.schedule import run_scheduler
+    from pipeline.common import stopping
+    from pipeline.jobs.schedule import run_scheduler
 
     fired, returned = threading.Event(), threading.Event()
     main = threading.get_ident()

@@ -254,8 +254,8 @@ def test_admit_takes_several_files():
 
 
 def test_every_command_shows_an_example_and_simulate_lists_its_scenarios():
-    from pipeline.cli import build_parser
-    from pipeline.simulate import SCENARIOS
+    from pipeline.cli.main import build_parser
+    from pipeline.planning.simulate import SCENARIOS
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for name, parser in sub.choices.items():

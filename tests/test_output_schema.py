@@ -12,7 +12,7 @@ import pytest
 import referencing
 from conftest import DEMO_AS_OF, ROOT
 
-from pipeline.output_schema import OUTPUTS, SCHEMA_VERSION, schema
+from pipeline.common.output_schema import OUTPUTS, SCHEMA_VERSION, schema
 
 
 def _validator(name: str) -> jsonschema.Draft202012Validator:

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import NOW, query, valid_table, write
 
-from pipeline import reading
-from pipeline.ingest import ingest
-from pipeline.schema import load_schema
+from pipeline.ingest import reading
+from pipeline.ingest.run import ingest
+from pipeline.warehouse.schema import load_schema
 
 
 def flipped(path: Path, column: str, out: Path) -> Path:

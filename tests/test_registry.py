@@ -2,9 +2,9 @@
 
 import dataclasses
 
-from pipeline.config import Gates
-from pipeline.gate import GATE_ORDER
-from pipeline.registry import GATE_NAMES, GATES
+from pipeline.common.config import Gates
+from pipeline.common.registry import GATE_NAMES, GATES
+from pipeline.gate.evaluate import GATE_ORDER
 
 
 def test_config_declares_exactly_the_registered_gates_in_order():

@@ -28,12 +28,12 @@ import pyarrow as pa
 import pytest
 from conftest import ROOT
 
-from pipeline import db
-from pipeline.aggregate import refresh, use_settings
-from pipeline.config import load_config
-from pipeline.gate import evaluate_gate
-from pipeline.report import CHARTS, VERDICT_COLOURS, report_filename, write_index, write_report, write_reports
-from pipeline.simulate import generate
+from pipeline.common.config import load_config
+from pipeline.gate.evaluate import evaluate_gate
+from pipeline.planning.simulate import generate
+from pipeline.views.report import CHARTS, VERDICT_COLOURS, report_filename, write_index, write_report, write_reports
+from pipeline.warehouse import db
+from pipeline.warehouse.aggregate import refresh, use_settings
 
 START = datetime(2026, 11, 20)
 AS_OF = datetime(2026, 11, 27)
@@ -183,7 +183,7 @@ def test_report_shows_the_gates_verdict_table_and_chart_divs(reports):
 
 
 def test_report_shows_the_result_it_is_given_without_evaluating_again(warehouses, tmp_path, monkeypatch):
-    import pipeline.gate
+    import pipeline.gate.evaluate
 
     with db.reading(warehouses["healthy"]) as con:
         use_settings(con, CONFIG)
@@ -194,7 +194,7 @@ def test_report_shows_the_result_it_is_given_without_evaluating_again(warehouses
         def no_second_evaluation(*args, **kwargs):
             raise AssertionError("write_report evaluated the gate again")
 
-        monkeypatch.setattr(pipeline.gate, "evaluate_gate", no_second_evaluation)
+        monkeypatch.setattr(pipeline.gate.evaluate, "evaluate_gate", no_second_evaluation)
         page = write_report(con, "4.12", CONFIG, tmp_path / "r.html", result=result).read_text()
     assert _parse(page).text["verdict-text"] == "partial_rollback"
     assert f"1 of {n} judged segments roll back" in page
@@ -239,8 +239,9 @@ def test_nightly_hook_writes_a_report_per_release_and_the_index(tmp_path):
 
 def test_gate_and_help_do_not_import_altair():
     code = ("import sys\n"
-            "import pipeline.cli, pipeline.gate, pipeline.render, pipeline.nightly, pipeline.report\n"
-            "pipeline.cli.build_parser().format_help()\n"
+            "import pipeline.cli.main, pipeline.gate.evaluate, pipeline.views.render, pipeline.jobs.nightly\n"
+            "import pipeline.views.report\n"
+            "pipeline.cli.main.build_parser().format_help()\n"
             "heavy = sorted(m for m in ('altair', 'vl_convert') if m in sys.modules)\n"
             "assert not heavy, heavy\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)

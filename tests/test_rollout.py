@@ -19,13 +19,15 @@ import pytest
 from conftest import ROOT, query, run_cli
 from test_gate import AS_OF, CONFIG, START, load, scenario
 
-from pipeline import db, pending, rollout
-from pipeline.aggregate import use_settings
-from pipeline.config import Rollout, load_config
-from pipeline.gate import evaluate_gate
-from pipeline.history import evaluation_row, record_evaluation
-from pipeline.routing import routing_table
-from pipeline.simulate import generate
+from pipeline.common.config import Rollout, load_config
+from pipeline.gate.evaluate import evaluate_gate
+from pipeline.planning.simulate import generate
+from pipeline.rollout import pending
+from pipeline.rollout import state as rollout
+from pipeline.rollout.history import evaluation_row, record_evaluation
+from pipeline.rollout.routing import routing_table
+from pipeline.warehouse import db
+from pipeline.warehouse.aggregate import use_settings
 
 
 def judge(db_path: Path, config, as_of: datetime, trigger: str = "nightly"):
@@ -301,7 +303,7 @@ def test_fallback_ceiling_fails_without_a_cloud_baseline(db_path, tmp_path):
 APPENDER = """
 import sys
 from pathlib import Path
-from pipeline import pending
+from pipeline.rollout import pending
 db, n = Path(sys.argv[1]), int(sys.argv[2])
 for i in range(n):
     pending.append(db, {"evaluation_uid": f"u{i:05d}", "release": "x", "as_of": "", "evaluated_at": "",

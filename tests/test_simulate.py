@@ -1,4 +1,4 @@
-"""pipeline.simulate: the contract, determinism, and what each scenario promises the gate.
+"""pipeline.planning.simulate: the contract, determinism, and what each scenario promises the gate.
 
 The gate checks here are a small polars restatement of the contract (sections 3 and 4)
 with the defaults of gates/admission.yaml, so these tests judge the generated data on
@@ -17,8 +17,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.schema import Rule, load_schema
-from pipeline.simulate import SCENARIOS, generate, write_parquet
+from pipeline.planning.simulate import SCENARIOS, generate, write_parquet
+from pipeline.warehouse.schema import Rule, load_schema
 
 SCHEMA = load_schema()
 ROWS = 50_000

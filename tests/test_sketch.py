@@ -12,11 +12,12 @@ import pyarrow as pa
 import pytest
 from conftest import interval_covers, run_cli
 
-from pipeline import db, sketch, stats
-from pipeline.aggregate import refresh, use_settings
-from pipeline.config import EngineSettings, load_config
-from pipeline.gate import evaluate_gate
-from pipeline.simulate import generate
+from pipeline.common.config import EngineSettings, load_config
+from pipeline.gate import stats
+from pipeline.gate.evaluate import evaluate_gate
+from pipeline.planning.simulate import generate
+from pipeline.warehouse import db, sketch
+from pipeline.warehouse.aggregate import refresh, use_settings
 
 START = datetime(2026, 11, 20)
 AS_OF = datetime(2026, 11, 27)

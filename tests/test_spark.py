@@ -24,12 +24,13 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import interval_covers, run_cli, valid_table, with_values, write
 
-from pipeline import cli, db
-from pipeline.aggregate import use_settings
-from pipeline.config import EngineSettings, SparkSettings, load_config
-from pipeline.gate import evaluate_gate
-from pipeline.nightly import run_nightly
-from pipeline.simulate import write_parquet
+from pipeline.cli import main as cli
+from pipeline.common.config import EngineSettings, SparkSettings, load_config
+from pipeline.gate.evaluate import evaluate_gate
+from pipeline.jobs.nightly import run_nightly
+from pipeline.planning.simulate import write_parquet
+from pipeline.warehouse import db
+from pipeline.warehouse.aggregate import use_settings
 
 pytestmark = pytest.mark.spark
 
@@ -84,7 +85,7 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def spark_engine(tmp_path_factory: pytest.TempPathFactory):
     """The Spark engine on the one local session of this test run, with its own bookkeeping file."""
     _spark_or_skip()
-    from pipeline.spark.engine import open_engine
+    from pipeline.warehouse.spark.engine import open_engine
 
     folder = tmp_path_factory.mktemp("spark-warehouse")
     return open_engine(folder / "spark.duckdb", SKETCH)
@@ -298,13 +299,13 @@ def test_partition_columns_stay_strings(spark_engine, tmp_path):
 
 
 def test_rewritten_duckdb_functions_give_duckdb_results_on_spark(spark_engine):
-    """The dialect's rewrites (pipeline/spark/dialect.py) against DuckDB itself, on groups of every size."""
+    """The dialect's rewrites (pipeline/warehouse/spark/dialect.py) against DuckDB itself, on groups of every size."""
     import random
 
     import pyarrow as pa
 
-    from pipeline import stats
-    from pipeline.spark.dialect import transpile
+    from pipeline.gate import stats
+    from pipeline.warehouse.spark.dialect import transpile
 
     rng = random.Random(3)
     rows = [(g, round(rng.lognormvariate(5, 1), 1) if rng.random() > 0.05 else None)
@@ -368,7 +369,7 @@ def test_backtest_reads_the_release_from_spark_and_replays_it_as_on_duckdb(night
     """`pipeline backtest --engine spark`: the release's window comes from the Spark warehouse, the replay runs
     in DuckDB scratch warehouses. The release as stored has no random draw: the same looks on both engines (the
     A/A and injected variants draw per device in row order, which differs between the two stores)."""
-    from pipeline.backtest import backtest
+    from pipeline.planning.backtest import backtest
 
     kwargs = {"nights": 2, "runs": 1, "injections": [], "seed": 0}
     with db.reading(nightlies[0]) as con:

@@ -1,4 +1,4 @@
-"""pipeline/stats.py against known values: closed forms, published figures and independent
+"""pipeline/gate/stats.py against known values: closed forms, published figures and independent
 computations (numerical integration with numpy, direct sums), edge cases n = 0, 1 and k = n,
 and the operating characteristics of the tests on their own (size at the threshold, over looks)."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline import stats as S
+from pipeline.gate import stats as S
 
 
 def test_wilson_matches_published_values_and_edges():

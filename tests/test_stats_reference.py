@@ -1,4 +1,4 @@
-"""pipeline/stats.py against independent implementations (scipy, statsmodels: test-only dependencies) on
+"""pipeline/gate/stats.py against independent implementations (scipy, statsmodels: test-only dependencies) on
 ordinary cases and their edges (zero counts, rates of 0 and 1, tiny n, large n), and the parts of the gate
 that the issue behind them found wrong: the sample size (Farrington-Manning with the null variance), the
 design effect of a stratum at rate 0 or 1, the quantile interval's ranks, the half-normal mixture, and the
@@ -15,7 +15,7 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
-from pipeline import stats as S
+from pipeline.gate import stats as S
 
 
 @pytest.mark.parametrize("a,b,x", [(0.5, 0.5, 0.3), (2.0, 30.0, 0.01), (120.0, 7.5, 0.97), (1e4, 1e4, 0.5005),

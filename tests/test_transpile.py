@@ -14,7 +14,7 @@ import pytest
 
 sqlglot = pytest.importorskip("sqlglot")  # in the test extra; a missing one fails below under CI
 
-from pipeline.spark.dialect import SPARK_FILES, spark_sql, transpile  # noqa: E402
+from pipeline.warehouse.spark.dialect import SPARK_FILES, spark_sql, transpile  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 sys.path.insert(0, str(GOLDEN))

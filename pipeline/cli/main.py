@@ -30,8 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PipelineError, UsageError
-from pipeline.registry import ESTIMANDS
+from pipeline.common.errors import PipelineError, UsageError
+from pipeline.common.registry import ESTIMANDS
 
 EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_DATA_QUALITY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 HARD_STOP = "stopped by a signal at once; the transaction in flight was rolled back, whole files are in; " \
@@ -123,8 +123,8 @@ def _ingest_options(p: argparse.ArgumentParser) -> None:
 
 
 def _reader_limits(args: argparse.Namespace) -> Any:
-    """The isolated reader's limits (pipeline/isolated.py), the defaults where no option is given."""
-    from pipeline.isolated import ReaderLimits
+    """The isolated reader's limits (pipeline/ingest/isolated.py), the defaults where no option is given."""
+    from pipeline.ingest.isolated import ReaderLimits
 
     defaults = ReaderLimits()
     return ReaderLimits(seconds=args.reader_timeout or defaults.seconds,
@@ -160,7 +160,7 @@ def _spark(args: argparse.Namespace, config: Any) -> Any:
     for the commands that take --engine)."""
     if _engine_name(args, config) != "spark":
         return None
-    from pipeline.spark.engine import open_engine
+    from pipeline.warehouse.spark.engine import open_engine
 
     return open_engine(_db(args), config, master=args.spark_master, remote=args.spark_remote,
                        warehouse=args.warehouse)
@@ -183,7 +183,7 @@ def _config_option(p: argparse.ArgumentParser) -> None:
 
 
 def _db(args: argparse.Namespace) -> Path:
-    from pipeline.db import default_db_path
+    from pipeline.warehouse.db import default_db_path
 
     return args.db or default_db_path()
 
@@ -212,7 +212,7 @@ class _ProgressBar:
             return
         width = 30
         filled = width * done // total
-        from pipeline.landing import shown
+        from pipeline.ingest.landing import shown
 
         name = shown(path.name)[:40]
         sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files {name:<40}")
@@ -222,15 +222,15 @@ class _ProgressBar:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from pipeline.db import writer_lock
-    from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
+    from pipeline.ingest.run import DEFAULT_BATCH_ROWS, ingest
+    from pipeline.warehouse.db import writer_lock
 
     config = _config(args)  # a bad config fails before any work
     spark = _spark(args, config)
     with writer_lock(_db(args), "ingest"), _announce_new_warehouse(args):
         progress = None if args.json else _ProgressBar()
         if spark is not None:
-            from pipeline.spark.ingest import ingest_spark
+            from pipeline.ingest.spark import ingest_spark
 
             result = ingest_spark(_db(args), spark, args.paths, now=_as_of(args), progress=progress)
         else:
@@ -258,7 +258,7 @@ def _announce_new_warehouse(args: argparse.Namespace) -> Iterator[None]:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from pipeline.db import init_warehouse
+    from pipeline.warehouse.db import init_warehouse
 
     path = _db(args)
     if init_warehouse(path):
@@ -269,17 +269,17 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace):
-    from pipeline.config import load_config
+    from pipeline.common.config import load_config
 
     return load_config(getattr(args, "config", None))
 
 
 def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, spark: Any = None):
     if spark is not None:
-        from pipeline.spark.aggregate import refresh_spark
+        from pipeline.warehouse.spark.aggregate import refresh_spark
 
         return refresh_spark(_db(args), spark, config, full=full, now=_as_of(args))
-    from pipeline.aggregate import refresh
+    from pipeline.warehouse.aggregate import refresh
 
     return refresh(_db(args), config, full=full, now=_as_of(args))
 
@@ -295,8 +295,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 @contextmanager
 def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False) -> Iterator[Any]:
     """A read-only connection whose derived fields (network buckets, cap) follow `config`."""
-    from pipeline import db
-    from pipeline.aggregate import use_settings
+    from pipeline.warehouse import db
+    from pipeline.warehouse.aggregate import use_settings
 
     with db.reading(_db(args), sandbox=sandbox) as con:
         use_settings(con, config)
@@ -304,7 +304,7 @@ def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False) -> 
 
 
 def _evaluate(args: argparse.Namespace, config: Any, con: Any) -> Any:
-    from pipeline.gate import evaluate_gate
+    from pipeline.gate.evaluate import evaluate_gate
 
     return evaluate_gate(con, args.release, config, as_of=_as_of(args))
 
@@ -314,7 +314,7 @@ def _format(args: argparse.Namespace) -> str:
 
 
 def _timeout(args: argparse.Namespace) -> float:
-    from pipeline.adhoc import default_timeout
+    from pipeline.warehouse.adhoc import default_timeout
 
     if args.timeout is None:
         return default_timeout()
@@ -324,8 +324,8 @@ def _timeout(args: argparse.Namespace) -> float:
 
 
 def _print_limited(args: argparse.Namespace, con: Any, sql: str, params: dict[str, Any] | None = None) -> None:
-    from pipeline.adhoc import run_limited
-    from pipeline.render import rows_as
+    from pipeline.views.render import rows_as
+    from pipeline.warehouse.adhoc import run_limited
 
     columns, rows = run_limited(con, sql, params, _timeout(args))
     print(rows_as(_format(args), columns, rows))
@@ -337,7 +337,7 @@ _QUERY_MISTAKES = ("CatalogException", "BinderException", "ParserException", "Co
 
 def _sql_error(exc: Exception) -> str:
     """DuckDB's message with its hint (`Did you mean "events"?`); the read-only note only where it may be why."""
-    from pipeline.errors import duckdb_problem
+    from pipeline.common.errors import duckdb_problem
 
     message = duckdb_problem(exc)
     if type(exc).__name__ in _QUERY_MISTAKES and "read-only" not in message:
@@ -348,7 +348,7 @@ def _sql_error(exc: Exception) -> str:
 def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
-    from pipeline.adhoc import check_read_statement
+    from pipeline.warehouse.adhoc import check_read_statement
 
     if not args.query.strip():
         raise UsageError('no SQL given; e.g. pipeline sql "SELECT count(*) FROM events"')
@@ -374,7 +374,7 @@ def _params(pairs: list[str], allowed: list[str]) -> dict[str, str]:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from pipeline import sqlfiles
+    from pipeline.warehouse import sqlfiles
 
     queries = {q.name: q for q in sqlfiles.list_folder("queries")}
     if args.list or not args.name:
@@ -399,14 +399,14 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def _require_release(con: Any, release: str) -> None:
-    from pipeline.gate import require_release
+    from pipeline.gate.evaluate import require_release
 
     require_release(con, release)
 
 
 def _as_of(args: argparse.Namespace) -> datetime | None:
-    """The pinned clock of a replay (--as-of), or None: the wall clock (pipeline/clock.py)."""
-    from pipeline import clock
+    """The pinned clock of a replay (--as-of), or None: the wall clock (pipeline/common/clock.py)."""
+    from pipeline.common import clock
 
     if not getattr(args, "as_of", None):
         return None
@@ -423,12 +423,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.release:
         raise UsageError("--release is required (or --check-config)")
-    from pipeline import rollout
-    from pipeline.history import default_trigger, record_evaluation
+    from pipeline.rollout import state as rollout
+    from pipeline.rollout.history import default_trigger, record_evaluation
 
     spark = _spark(args, config)
     if spark is not None:  # events and rollups on Spark; rollout state in the DuckDB file
-        from pipeline import db
+        from pipeline.warehouse import db
 
         result = _evaluate(args, config, spark)
         with db.reading(_db(args)) as con:
@@ -453,7 +453,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
             if not args.json:
                 import textwrap
 
-                from pipeline.terminal import terminal_width
+                from pipeline.views.terminal import terminal_width
 
                 line = (f"rollout of release {result.release} now: {rollout.describe(states, config)} "
                         f"(pipeline state --release {result.release})")
@@ -462,26 +462,26 @@ def cmd_gate(args: argparse.Namespace) -> int:
             if not args.no_alerts:
                 _deliver_alerts(args, config)
     if args.routing_out:
-        from pipeline.routing import write_routing_table
+        from pipeline.rollout.routing import write_routing_table
 
         write_routing_table(result, config, args.routing_out, states)
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
 
 
 def _show_gate(args: argparse.Namespace, result: Any) -> None:
-    """--json: the contract's object; else the view for people (pipeline/terminal.py)."""
+    """--json: the contract's object; else the view for people (pipeline/views/terminal.py)."""
     if args.json:
         _emit_json(result.to_dict())
         return
-    from pipeline.terminal import gate_view, terminal_width, wants_colour
+    from pipeline.views.terminal import gate_view, terminal_width, wants_colour
 
     print(gate_view(result, width=terminal_width(sys.stdout), colour=wants_colour(sys.stdout, args.no_color),
                     wide=args.wide, show_all=args.all))
 
 
 def _deliver_alerts(args: argparse.Namespace, config) -> None:
-    from pipeline.alerts import deliver
-    from pipeline.errors import DatabaseBusy
+    from pipeline.common.errors import DatabaseBusy
+    from pipeline.delivery.alerts import deliver
 
     try:  # under --json stdout is the contract's object alone: alerts for the stdout sink go to stderr
         delivery = deliver(_db(args), config, out=sys.stderr if args.json else sys.stdout)
@@ -493,7 +493,7 @@ def _deliver_alerts(args: argparse.Namespace, config) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pipeline.report import report_filename, write_report
+    from pipeline.views.report import report_filename, write_report
 
     config = _config(args)
     with _warehouse(args, config) as con:
@@ -505,7 +505,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
-    from pipeline.ledger import compute_ledger
+    from pipeline.planning.ledger import compute_ledger
 
     config = _config(args)
     for path in args.candidate:
@@ -518,8 +518,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
-    from pipeline import clock
-    from pipeline.backtest import backtest, parse_injection
+    from pipeline.common import clock
+    from pipeline.planning.backtest import backtest, parse_injection
 
     config = _config(args)
     if args.method:
@@ -533,7 +533,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     if args.simulated:
         if args.release:
             raise UsageError("--simulated judges simulated releases: leave out --release")
-        from pipeline.backtest import SWEEPS, family_sweeps, simulated
+        from pipeline.planning.backtest import SWEEPS, family_sweeps, simulated
 
         population = _population(args)
         sweeps = family_sweeps(population, args.rows_per_night * (args.nights or 14)) if population else SWEEPS
@@ -564,7 +564,7 @@ def _population(args: argparse.Namespace) -> Any:
     if not args.simulated:
         raise UsageError("--devices, --concentration, --pareto, --activity-sigma, --holdback, --arrival-days and "
                          "--chatty shape the simulated releases: add --simulated")
-    from pipeline.simulate import Population
+    from pipeline.planning.simulate import Population
 
     bad = [k for k, v in given.items() if v < 0 or (k in ("holdback_share", "chatty_share") and v >= 1)]
     if bad:
@@ -577,9 +577,9 @@ def _population(args: argparse.Namespace) -> Any:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from pipeline import db
-    from pipeline.history import history
-    from pipeline.render import rows_as
+    from pipeline.rollout.history import history
+    from pipeline.views.render import rows_as
+    from pipeline.warehouse import db
 
     if args.limit < 1:
         raise UsageError("--limit must be >= 1")
@@ -591,7 +591,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_state(args: argparse.Namespace) -> int:
-    from pipeline import db, rollout
+    from pipeline.rollout import state as rollout
+    from pipeline.warehouse import db
 
     config = _config(args)
     with db.reading(_db(args)) as con:
@@ -601,7 +602,7 @@ def cmd_state(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from pipeline.terminal import explain_dict, explain_view, terminal_width, wants_colour
+    from pipeline.views.terminal import explain_dict, explain_view, terminal_width, wants_colour
 
     config = _config(args)
     with _telemetry(args, config) as source:
@@ -622,8 +623,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from pipeline.ingest import DEFAULT_BATCH_ROWS
-    from pipeline.nightly import run_nightly
+    from pipeline.ingest.run import DEFAULT_BATCH_ROWS
+    from pipeline.jobs.nightly import run_nightly
 
     if not args.landing.is_dir():
         raise UsageError(f"--landing {args.landing} is not a folder")
@@ -647,9 +648,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    from pipeline.ingest import DEFAULT_BATCH_ROWS
-    from pipeline.nightly import run_nightly
-    from pipeline.schedule import make_trigger, run_scheduler
+    from pipeline.ingest.run import DEFAULT_BATCH_ROWS
+    from pipeline.jobs.nightly import run_nightly
+    from pipeline.jobs.schedule import make_trigger, run_scheduler
 
     if not args.landing.is_dir():
         raise UsageError(f"--landing {args.landing} is not a folder")
@@ -669,9 +670,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from pipeline import db, sqlfiles
-    from pipeline.render import rows_as
-    from pipeline.runs import aborted_text, alive
+    from pipeline.views.render import rows_as
+    from pipeline.warehouse import db, sqlfiles
+    from pipeline.warehouse.runs import aborted_text, alive
 
     with db.reading(_db(args)) as con:
         cur = sqlfiles.run(con, "ingest/recent_runs", {"limit": args.limit})
@@ -686,7 +687,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_admit(args: argparse.Namespace) -> int:
-    from pipeline.admit import admit
+    from pipeline.planning.admit import admit
 
     config = _config(args)
     results = [admit(path, config) for path in args.task]  # every file is checked before any is shown
@@ -698,14 +699,14 @@ def cmd_admit(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from pipeline.output_schema import schema
+    from pipeline.common.output_schema import schema
 
     _emit_json(schema(args.output))
     return EXIT_OK
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from pipeline.simulate import write_parquet
+    from pipeline.planning.simulate import write_parquet
 
     if args.rows < 0 or args.files < 1:
         raise UsageError("--rows must be >= 0 and --files >= 1")
@@ -755,7 +756,7 @@ class _Scenarios:
     imports numpy and pyarrow (seconds), which `pipeline --help` must not wait for."""
 
     def _names(self) -> list[str]:
-        from pipeline.simulate import SCENARIOS
+        from pipeline.planning.simulate import SCENARIOS
 
         return list(SCENARIOS)
 
@@ -784,7 +785,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeline.output_schema import OUTPUTS
+    from pipeline.common.output_schema import OUTPUTS
 
     parser = _Parser(prog="pipeline",
                      description="Telemetry ingestion and rollback gate for on-device language models.",
@@ -1014,11 +1015,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--{option.replace('_', '-')} must be > {least}")
     if args.busy_timeout is not None and args.busy_timeout < 0:
         parser.error("--busy-timeout must be >= 0 seconds")
-    from pipeline import db, logs
+    from pipeline.common import logs
+    from pipeline.warehouse import db
 
     db.set_busy_timeout(args.busy_timeout)
     logs.setup(args.log_format)
-    from pipeline import stopping
+    from pipeline.common import stopping
 
     if args.command in ("ingest", "nightly", "aggregate"):
         stopping.install()  # SIGTERM/SIGINT: finish the file in hand, then stop

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline import package_data
-from pipeline.errors import ConfigError
-from pipeline.registry import CLOUD_CHECK_CATCHES, ESTIMANDS, GATE_NAMES
-from pipeline.yamlspec import build, read_yaml, setting
+from pipeline.common import package_data
+from pipeline.common.errors import ConfigError
+from pipeline.common.registry import CLOUD_CHECK_CATCHES, ESTIMANDS, GATE_NAMES
+from pipeline.common.yamlspec import build, read_yaml, setting
 
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
 CONFIG_ENV = "PIPELINE_CONFIG"  # a config path for every command, beside PIPELINE_DB
@@ -152,7 +152,7 @@ class Routing:
 
 @dataclass(frozen=True)
 class Rollout:
-    """Rollout state per segment across evaluations (pipeline/rollout.py). A look is one as-of day."""
+    """Rollout state per segment across evaluations (pipeline/rollout/state.py). A look is one as-of day."""
     fail_looks: int = _f(1, 1, 30, help="failing looks among the last `window_looks` that roll a segment back")
     window_looks: int = _f(1, 1, 30, help="decisive (pass or fail) looks counted for fail_looks")
     min_dwell_days: int = _f(2, 0, 365, help="a rollback lasts at least this many days after its last failing look")
@@ -204,7 +204,7 @@ QUANTILE_ESTIMATORS = ("auto", "exact", "sketch")
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """Where a Spark session comes from (pipeline/spark/session.py); the CLI's --spark-* options win."""
+    """Where a Spark session comes from (pipeline/warehouse/spark/session.py); the CLI's --spark-* options win."""
     master: str = _f("local[*]", help="master URL of a session started here (local[*], yarn, spark://...)")
     remote: str = _f("", help="Spark Connect URL (sc://host:15002); '' = start or join a classic session")
     warehouse: str = _f("", help="root of the partitioned Parquet tables (events, quarantine, rollups); "

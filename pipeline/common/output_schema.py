@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline import package_data
+from pipeline.common import package_data
 
 SCHEMA_VERSION = 1
 OUTPUTS = ("gate", "nightly", "ingest", "routing", "state", "ledger", "backtest")

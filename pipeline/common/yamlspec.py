@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.errors import ConfigError, yaml_problem
+from pipeline.common.errors import ConfigError, yaml_problem
 
 
 def setting(default: Any = dataclasses.MISSING, *, lo: float | None = None, hi: float | None = None,

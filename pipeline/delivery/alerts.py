@@ -1,4 +1,4 @@
-"""Alerts: one per change of a release's rollout state (pipeline/rollout.py), titled
+"""Alerts: one per change of a release's rollout state (pipeline/rollout/state.py), titled
 by what it means for the app, never with a device id:
 
     kind               severity  title (after "Release R: ")
@@ -39,12 +39,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline import db, rollout, sqlfiles
-from pipeline.appendlog import append_line
-from pipeline.config import Config
-from pipeline.errors import TransientError
-from pipeline.registry import label
-from pipeline.render import fmt_value
+from pipeline.common.appendlog import append_line
+from pipeline.common.config import Config
+from pipeline.common.errors import TransientError
+from pipeline.common.registry import label
+from pipeline.rollout import state as rollout
+from pipeline.views.render import fmt_value
+from pipeline.warehouse import db, sqlfiles
 
 MAX_BACKOFF_S = 30.0
 MAX_SEGMENT_LINES = 20

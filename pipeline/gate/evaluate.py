@@ -4,7 +4,7 @@ per-device sums, order statistics); this module tests them against gates/admissi
 
 Two steps, in this order (README "How the gate decides"):
 
-1. measure: every gate of pipeline/registry.py gets a GateCheck holding its
+1. measure: every gate of pipeline/common/registry.py gets a GateCheck holding its
    figures and its evidence: hypothesis tests (`tests`: name -> Test, each with
    a p-value of "the threshold holds" (burden prove_harm) or of "it is broken"
    (prove_safe)), and what could not be judged (`short_of_data`,
@@ -35,11 +35,13 @@ from typing import Any
 
 import duckdb
 
-from pipeline import clock, quantiles, sketch, sqlfiles, stats
-from pipeline.config import Config
-from pipeline.errors import UnknownRelease
-from pipeline.output_schema import SCHEMA_VERSION
-from pipeline.registry import BY_NAME, GATE_NAMES, GATES
+from pipeline.common import clock
+from pipeline.common.config import Config
+from pipeline.common.errors import UnknownRelease
+from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES
+from pipeline.gate import quantiles, stats
+from pipeline.warehouse import sketch, sqlfiles
 
 COUNTS_SQL = "gate/segment_counts"
 QUANTILES_SQL = quantiles.QUANTILES_SQL
@@ -192,7 +194,7 @@ class GateResult:
     cloud_only: bool = False  # the window holds cloud rows of the release but no edge rows
     # release-wide checks that only carry alpha (graphical gatekeeping in decide()); they never block
     gatekeepers: dict[str, GateCheck] = field(default_factory=dict)
-    # where the window's p95s came from (pipeline/quantiles.py): estimator, its relative error, the engine
+    # where the window's p95s came from (pipeline/gate/quantiles.py): estimator, its relative error, the engine
     quantiles: dict[str, Any] = field(default_factory=lambda: {"estimator": "exact", "relative_error": None,
                                                                "engine": "duckdb"})
     held_back_hours: float = 0.0  # config.completeness_lag_hours: the window ends this long before as_of
@@ -274,7 +276,7 @@ class GateResult:
         }
 
     def __str__(self) -> str:
-        from pipeline.render import gate_table
+        from pipeline.views.render import gate_table
 
         return gate_table(self)
 

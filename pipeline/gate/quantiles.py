@@ -3,7 +3,7 @@
 - exact (`gate/segment_quantiles.sql`): quantile_cont (DuckDB) or percentile (Spark) over the window's raw
   events. The default on DuckDB: small installs, exact figures.
 - log_histogram (`gate/segment_histograms.sql`): the daily log-bucket histograms of the rollup, merged over
-  the window's days (pipeline/sketch.py), within engine.sketch_relative_error of the exact figures; the
+  the window's days (pipeline/warehouse/sketch.py), within engine.sketch_relative_error of the exact figures; the
   intervals are widened by that error. The default on Spark: exact percentiles keep every distinct value per
   group and do not scale to 14 days of a billion rows a day. Whole UTC days only: the gate's window ends at
   the start of the as-of day when the sketch is used.
@@ -18,11 +18,12 @@ from contextlib import contextmanager
 from datetime import datetime, time
 from typing import Any
 
-from pipeline import sketch, sqlfiles, stats
-from pipeline.config import Config
-from pipeline.engine import SKETCH, engine_name, quantile_estimator
-from pipeline.errors import UsageError
-from pipeline.registry import GATES
+from pipeline.common.config import Config
+from pipeline.common.errors import UsageError
+from pipeline.common.registry import GATES
+from pipeline.gate import stats
+from pipeline.warehouse import sketch, sqlfiles
+from pipeline.warehouse.engine import SKETCH, engine_name, quantile_estimator
 
 __all__ = ["SKETCH", "QUANTILES_SQL", "HISTOGRAMS_SQL", "engine_name", "estimator", "segment_quantiles", "window_end"]
 QUANTILES_SQL = "gate/segment_quantiles"
@@ -74,7 +75,7 @@ def segment_quantiles(engine: Any, params: dict[str, Any], config: Config) -> li
 def _bookkeeping(engine: Any):
     """The DuckDB connection that holds the rollup's state: the engine's own, or Spark's bookkeeping file."""
     if engine_name(engine) == "spark":
-        from pipeline import db
+        from pipeline.warehouse import db
 
         with db.reading(engine.db_path) as con:
             yield con
@@ -85,7 +86,7 @@ def _bookkeeping(engine: Any):
 def require_fresh_rollup(engine: Any, config: Config) -> None:
     """The sketch is only as current as the rollup: refuse, saying what to run, when files were loaded after the
     last refresh or the rollup was built with other settings (network buckets, sketch error)."""
-    from pipeline.aggregate import settings_digest
+    from pipeline.warehouse.aggregate import settings_digest
 
     with _bookkeeping(engine) as con:
         last, digest, newest, stale = sqlfiles.run(con, "rollups/freshness").fetchone()

@@ -6,7 +6,7 @@ same outbox and sinks as the gate's alerts) and the nightly exit code 4 when the
 - quarantined more than `alerts.max_quarantined_share` of the rows it read;
 - left files in the landing folder that are not Parquet (never read: CSV, JSON, ...);
 - loaded no new file while the newest one is older than `alerts.max_days_without_data`;
-- follows a run that was aborted (its process died without finishing: pipeline/runs.py).
+- follows a run that was aborted (its process died without finishing: pipeline/warehouse/runs.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline import sqlfiles
-from pipeline.config import Config
+from pipeline.common.config import Config
+from pipeline.warehouse import sqlfiles
 
 ALL_RELEASES = "*"  # the alerts table's release for an alert about the data, not one release
 

@@ -2,7 +2,7 @@
 reading one landed file rejects that file, with what happened, and the run goes on.
 
 `reading.check` (hash; then footer, page checksums, every row decoded by pyarrow) runs in a pool of worker
-processes (`python -m pipeline.isolated`), one file at a time each. A worker lives under a memory limit
+processes (`python -m pipeline.ingest.isolated`), one file at a time each. A worker lives under a memory limit
 (RLIMIT_DATA, which counts the heap and anonymous mappings, not the shared libraries); the parent gives
 it a time limit per file. When a worker dies by a signal, exceeds the time or runs out of memory, its
 file is rejected (`reader crashed (SIGABRT): <its last words>`, `reader exceeded 60 s`,
@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pipeline import reading, stopping
-from pipeline.schema import Column, Schema
+from pipeline.common import stopping
+from pipeline.ingest import reading
+from pipeline.warehouse.schema import Column, Schema
 
 HOOK_ENV = "PIPELINE_READER_HOOK"
 _AHEAD = 8  # files read ahead of the one the caller waits for
@@ -79,7 +80,7 @@ class _Worker:
         self._limits = limits
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.isolated"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "pipeline.ingest.isolated"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, start_new_session=True)  # a Ctrl-C in the terminal reaches the parent only
         hello = {"columns": [[c.name, c.type, c.nullable] for c in schema.columns], "decided": sorted(decided),
                  "memory_mb": limits.memory_mb}
@@ -213,7 +214,7 @@ class ReaderPool:
             yield checked
 
 
-# --- the worker side: `python -m pipeline.isolated` ---------------------------------------------------
+# --- the worker side: `python -m pipeline.ingest.isolated` ---------------------------------------------------
 
 
 def _hook() -> Any:

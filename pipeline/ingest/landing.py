@@ -17,7 +17,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import UsageError
+from pipeline.common.errors import UsageError
 
 PATTERN_SUFFIX = ".parquet"
 

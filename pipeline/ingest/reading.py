@@ -32,11 +32,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.db import error_text
-from pipeline.errors import first_line
-from pipeline.parquet_pages import encrypted, encrypted_footer
-from pipeline.rule_results import INDEX, STAGE, STAGED_FILE
-from pipeline.schema import Column, Schema
+from pipeline.common.errors import first_line
+from pipeline.ingest.parquet_pages import encrypted, encrypted_footer
+from pipeline.ingest.rule_results import INDEX, STAGE, STAGED_FILE
+from pipeline.warehouse.db import error_text
+from pipeline.warehouse.schema import Column, Schema
 
 _READ_ROWS = 65_536  # rows per record batch of the checked read
 ENCRYPTED = "encrypted Parquet (not supported)"
@@ -79,7 +79,7 @@ def footer_rows(path: Path) -> int:
 
 def _not_parquet(path: Path) -> str | None:
     """For a file that is not Parquet at all (a CSV, say): the reason, with how to convert it."""
-    from pipeline.data_quality import convert_hint
+    from pipeline.ingest.data_quality import convert_hint
 
     with path.open("rb") as fh:
         if path.suffix == ".parquet" or fh.read(4) == b"PAR1":

@@ -50,11 +50,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from pipeline import clock, db, isolated, reading, sqlfiles, stopping
-from pipeline.landing import discover, shown
-from pipeline.output_schema import SCHEMA_VERSION
-from pipeline.rule_results import STAGE, Validation, ValidatorError
-from pipeline.schema import Schema, load_schema
+from pipeline.common import clock, stopping
+from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.ingest import isolated, reading
+from pipeline.ingest.landing import discover, shown
+from pipeline.ingest.rule_results import STAGE, Validation, ValidatorError
+from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse.schema import Schema, load_schema
 
 Progress = Callable[[int, int, Path], None]
 
@@ -185,15 +187,15 @@ def _import_quietly(name: str) -> None:
 def _start_loading_gx() -> None:
     """Import Great Expectations (seconds) in a thread while the first files are read and hashed."""
     global _gx_loader
-    if _gx_loader is None and "pipeline.validate" not in sys.modules:
-        _gx_loader = threading.Thread(target=_import_quietly, args=("pipeline.validate",), daemon=True)
+    if _gx_loader is None and "pipeline.ingest.validate" not in sys.modules:
+        _gx_loader = threading.Thread(target=_import_quietly, args=("pipeline.ingest.validate",), daemon=True)
         _gx_loader.start()
 
 
 def validator_for(schema: Schema) -> Any:
     """One Validator per schema for the life of this process (a scheduler pays for GX once)."""
     if schema not in _validators:
-        from pipeline.validate import Validator
+        from pipeline.ingest.validate import Validator
 
         _validators[schema] = Validator(schema)
     return _validators[schema]

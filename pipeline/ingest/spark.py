@@ -1,7 +1,7 @@
 """`pipeline ingest --engine spark`: landed Parquet -> validated, deduplicated rows in the Spark warehouse, with
-the per-file semantics of pipeline/ingest.py (README "Ingestion"; the same counts on the same files):
+the per-file semantics of pipeline/ingest/run.py (README "Ingestion"; the same counts on the same files):
 
-1. read (Spark tasks, one per file, `mapInArrow`): the DuckDB ingest's own reading (`pipeline/reading.py`:
+1. read (Spark tasks, one per file, `mapInArrow`): the DuckDB ingest's own reading (`pipeline/ingest/reading.py`:
    sha256, every page's checksum, casts planned from the footer, then the file cast through the cast macros of
    sql/ingest/cast_macros.sql in the task's own in-memory DuckDB), so the same files are rejected with the same
    reasons. A file already in the manifest is skipped or rejected again without being read. Each task writes
@@ -13,7 +13,7 @@ the per-file semantics of pipeline/ingest.py (README "Ingestion"; the same count
    wins, then the smallest content hash (md5 of the row's JSON), then the stored copy, then the earlier file;
    a stored copy that loses is removed (its partition rewritten) and its file counts it as a duplicate;
 4. the manifest rows, GX's per-rule results and the days to roll up again are stored in one DuckDB
-   transaction that also commits the staged Parquet, which is then published (pipeline/spark/storage.py).
+   transaction that also commits the staged Parquet, which is then published (pipeline/warehouse/spark/storage.py).
 
 What differs from DuckDB: a batch of files (not each file) is wholly in or wholly out; and the content hash is
 Spark's JSON text, not DuckDB's, so when two valid copies share an event_time but differ in content, the two
@@ -32,14 +32,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline import clock, db, sqlfiles, stopping
-from pipeline.ingest import FileResult, Progress, decided_file, demote
-from pipeline.landing import discover
-from pipeline.rule_results import INDEX, STAGE, STAGED_FILE, RuleResult, Validation, ValidatorError
-from pipeline.schema import Schema, load_schema
-from pipeline.spark import batches
-from pipeline.spark.engine import SparkEngine
-from pipeline.spark.storage import new_batch_id
+from pipeline.common import clock, stopping
+from pipeline.ingest.landing import discover
+from pipeline.ingest.rule_results import INDEX, STAGE, STAGED_FILE, RuleResult, Validation, ValidatorError
+from pipeline.ingest.run import FileResult, Progress, decided_file, demote
+from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse.schema import Schema, load_schema
+from pipeline.warehouse.spark import batches
+from pipeline.warehouse.spark.engine import SparkEngine
+from pipeline.warehouse.spark.storage import new_batch_id
 
 FILE_BITS = 32  # _id = file index in the batch << 32 | row in the file
 DEFAULT_BATCH_FILES = 256  # files read and validated per Spark batch
@@ -66,7 +67,7 @@ def read_files(batches_in: Iterator[pa.RecordBatch], known: frozenset[str], cast
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    from pipeline import reading
+    from pipeline.ingest import reading
 
     schema = load_schema(Path(schema_path))
     fs, base = pafs.FileSystem.from_uri(cast_dir)
@@ -108,7 +109,7 @@ def read_files(batches_in: Iterator[pa.RecordBatch], known: frozenset[str], cast
 
 def validator_for(schema: Schema) -> Any:
     if schema not in _validators:
-        from pipeline.validate import SparkValidator
+        from pipeline.ingest.validate import SparkValidator
 
         _validators[schema] = SparkValidator(schema)
     return _validators[schema]
@@ -230,7 +231,7 @@ class SparkIngestor:
     def _read(self, files: list[Path], known: dict[str, tuple], cast_dir: str) -> list[dict[str, Any]]:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from pipeline.schema import SCHEMA_PATH
+        from pipeline.warehouse.schema import SCHEMA_PATH
 
         # absolute: the tasks may run elsewhere (a Spark Connect server, executors) with another working folder
         listing = self.spark.createDataFrame([(i, str(p.absolute())) for i, p in enumerate(files)],
@@ -397,7 +398,7 @@ class _Stored:
 
 def ingest_spark(db_path: Path, engine: SparkEngine, paths: list[Path], now: datetime | None = None,
                  progress: Progress | None = None, batch_files: int = DEFAULT_BATCH_FILES) -> Any:
-    from pipeline.ingest import IngestResult
+    from pipeline.ingest.run import IngestResult
 
     landed = discover(paths)
     refused = [FileResult(r.path, "refused", reason=r.reason) for r in landed.refused]

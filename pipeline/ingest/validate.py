@@ -41,9 +41,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from pipeline.errors import PipelineError, first_line
-from pipeline.rule_results import INDEX, STAGE, RuleResult, Validation, ValidatorError
-from pipeline.schema import Rule, Schema
+from pipeline.common.errors import PipelineError, first_line
+from pipeline.ingest.rule_results import INDEX, STAGE, RuleResult, Validation, ValidatorError
+from pipeline.warehouse.schema import Rule, Schema
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 # GX imports pyspark when it is installed (the spark extra), and PySpark 4.x warns on import that pandas >= 3 is

@@ -2,7 +2,7 @@
 release, write routing tables, and record the run. Gate verdicts are results,
 not failures: the job fails only when one of its steps does. Data that looks
 wrong (files rejected, rows quarantined, nothing new) is neither: it raises a
-data_quality alert and `pipeline nightly` exits 4 (pipeline/data_quality.py)."""
+data_quality alert and `pipeline nightly` exits 4 (pipeline/ingest/data_quality.py)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,20 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline import clock, data_quality, db, logs, runs, sqlfiles, stopping
-from pipeline.aggregate import refresh, use_settings
-from pipeline.alerts import deliver, enqueue, sent_recently
-from pipeline.config import Config
-from pipeline.errors import TransientError
-from pipeline.gate import GateResult, evaluate_gate
-from pipeline.history import record_evaluation
-from pipeline.ingest import DEFAULT_BATCH_ROWS, ingest
-from pipeline.isolated import ReaderLimits
-from pipeline.landing import shown
-from pipeline.output_schema import SCHEMA_VERSION
-from pipeline.stopping import Interrupted
+from pipeline.common import clock, logs, stopping
+from pipeline.common.config import Config
+from pipeline.common.errors import TransientError
+from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.common.stopping import Interrupted
+from pipeline.delivery.alerts import deliver, enqueue, sent_recently
+from pipeline.gate.evaluate import GateResult, evaluate_gate
+from pipeline.ingest import data_quality
+from pipeline.ingest.isolated import ReaderLimits
+from pipeline.ingest.landing import shown
+from pipeline.ingest.run import DEFAULT_BATCH_ROWS, ingest
+from pipeline.rollout.history import record_evaluation
+from pipeline.warehouse import db, runs, sqlfiles
+from pipeline.warehouse.aggregate import refresh, use_settings
 
 
 @dataclass
@@ -78,21 +80,22 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS, reader: ReaderLimits | None = None,
                 report_dir: Path | None = None, engine: Any = None) -> tuple[RunResult, list[GateResult]]:
-    """`engine`: None for DuckDB, else a SparkEngine (pipeline/spark/engine.py): events, rollups and the gate's SQL
-    on Spark; the run, the manifest, evaluations, rollout state and alerts in the DuckDB file either way."""
+    """`engine`: None for DuckDB, else a SparkEngine (pipeline/warehouse/spark/engine.py): events, rollups and
+    the gate's SQL on Spark; the run, the manifest, evaluations, rollout state and alerts in the DuckDB file
+    either way."""
     pinned = as_of
     as_of = now = clock.now(pinned)  # one moment for the run: ingest's future-event rule, the window, the stamps
     results: list[GateResult] = []
     held = ExitStack()  # the writer lock: released before alert delivery waits on the network
     held.enter_context(db.writer_lock(db_path, kind))
     try:
-        with db.writing(db_path) as con:  # opening it marks the runs whose process died (pipeline/runs.py)
+        with db.writing(db_path) as con:  # opening it marks the runs whose process died (pipeline/warehouse/runs.py)
             run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": now,
                                                                    **runs.identity()}).fetchone()[0])
         try:
             t = time.perf_counter()
             if engine is not None:
-                from pipeline.spark.ingest import ingest_spark
+                from pipeline.ingest.spark import ingest_spark
 
                 ingested = ingest_spark(db_path, engine, [landing], now=now)
             else:
@@ -109,7 +112,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             stopping.check()  # a stop asked for during a step takes effect before the next one
             t = time.perf_counter()
             if engine is not None:
-                from pipeline.spark.aggregate import refresh_spark
+                from pipeline.warehouse.spark.aggregate import refresh_spark
 
                 rolled = refresh_spark(db_path, engine, config, now=now)
             else:
@@ -130,13 +133,13 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 recorded = record_evaluation(db_path, result, config, trigger="nightly")
                 run.verdicts[result.release] = result.verdict
                 if routing_dir:
-                    from pipeline.routing import write_routing_table
+                    from pipeline.rollout.routing import write_routing_table
 
                     write_routing_table(result, config, routing_dir / f"routing-{result.release}.json",
                                         recorded.states)
             _step(run, "gate", t, f"{len(results)} releases judged", releases=len(results))
             if report_dir:
-                from pipeline.report import write_reports  # Altair: only when reports are asked for
+                from pipeline.views.report import write_reports  # Altair: only when reports are asked for
 
                 t = time.perf_counter()
                 with db.reading(db_path) as con:

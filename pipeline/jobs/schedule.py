@@ -24,9 +24,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from pipeline import db, logs, sqlfiles, stopping
-from pipeline.config import Config
-from pipeline.errors import UsageError
+from pipeline.common import logs, stopping
+from pipeline.common.config import Config
+from pipeline.common.errors import UsageError
+from pipeline.warehouse import db, sqlfiles
 
 
 def make_trigger(cron: str | None, interval_seconds: float | None, timezone: str) -> Any:

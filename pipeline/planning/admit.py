@@ -78,11 +78,11 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pipeline.errors import ConfigError
-from pipeline.yamlspec import build, read_yaml, setting
+from pipeline.common.errors import ConfigError
+from pipeline.common.yamlspec import build, read_yaml, setting
 
 if TYPE_CHECKING:
-    from pipeline.config import Config
+    from pipeline.common.config import Config
 
 MAX_EDGE_TOKENS = 400
 MIN_EDGE_SCORE = 12
@@ -106,7 +106,7 @@ MAX_SCORE = 3 * sum(weight for _, weight in FACTORS)
 
 def _f(default: Any = dataclasses.MISSING, *, lo: float | None = None, hi: float | None = None,
        above: float | None = None, choices: tuple | None = None, help: str = "") -> Any:
-    """A field of the candidate file (pipeline/yamlspec.py); no default = required, strings not blank."""
+    """A field of the candidate file (pipeline/common/yamlspec.py); no default = required, strings not blank."""
     return setting(default, lo=lo, hi=hi, above=above, choices=choices, blank=False,
                    min_items=1, help=help)
 

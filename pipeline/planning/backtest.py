@@ -31,11 +31,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline import db, rollout, sqlfiles, stats
-from pipeline.aggregate import use_settings
-from pipeline.config import Config
-from pipeline.gate import GateResult, budget_params, evaluate_gate, require_release
-from pipeline.output_schema import SCHEMA_VERSION
+from pipeline.common.config import Config
+from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.gate import stats
+from pipeline.gate.evaluate import GateResult, budget_params, evaluate_gate, require_release
+from pipeline.rollout import state as rollout
+from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse.aggregate import use_settings
 
 COMPARISON_GATES = ("quality_loss", "fallback_rate", "weak_network_latency")
 USER_FALLBACK = "edited"
@@ -440,7 +442,7 @@ class SweepResult:
 
 
 def run_sweep(sweep: Sweep, seed: int, config: Config, nights: int = 14) -> SweepResult:
-    from pipeline.simulate import CLUSTERED, INDEPENDENT
+    from pipeline.planning.simulate import CLUSTERED, INDEPENDENT
 
     population = sweep.population or (CLUSTERED if sweep.clustered else INDEPENDENT)
     looks = simulated_rollout(sweep.scenario, sweep.rows, seed, config, nights, population, sweep.loss,
@@ -568,7 +570,7 @@ def simulated_rollout(scenario: str, rows: int, seed: int, config: Config, night
                       silent_share: float = 0.0) -> list[NightLook]:
     """A release of `pipeline simulate` rolled out over `nights` days (rows spread evenly), judged after
     each night with the configured policy: the seed sweeps of the README's operating characteristics."""
-    from pipeline.simulate import INDEPENDENT, generate
+    from pipeline.planning.simulate import INDEPENDENT, generate
 
     population = population or INDEPENDENT
     table = generate("4.12", rows, scenario, seed=seed, start=start, days=nights,

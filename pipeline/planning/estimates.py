@@ -30,8 +30,11 @@ from typing import Any
 
 import duckdb
 
-from pipeline import admit, package_data, sqlfiles, stats
-from pipeline.config import Config
+from pipeline.common import package_data
+from pipeline.common.config import Config
+from pipeline.gate import stats
+from pipeline.planning import admit
+from pipeline.warehouse import sqlfiles
 
 FIELD_SQL = "ledger/field"
 MB = 2**20  # the contract's MB: peak_mem_ratio = peak_mem_mb / (mem_class_gb * 1024)

@@ -29,11 +29,12 @@ from typing import Any
 
 import duckdb
 
-from pipeline import clock, sqlfiles
-from pipeline.config import CloudCost, Config
-from pipeline.errors import UnknownRelease
-from pipeline.estimates import EstimateTable, estimate_tables
-from pipeline.output_schema import SCHEMA_VERSION
+from pipeline.common import clock
+from pipeline.common.config import CloudCost, Config
+from pipeline.common.errors import UnknownRelease
+from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.planning.estimates import EstimateTable, estimate_tables
+from pipeline.warehouse import sqlfiles
 
 SEGMENTS_SQL = "ledger/segments"
 TIER_ORDER = ("low", "mid", "high", "flagship")
@@ -284,7 +285,7 @@ def compute_ledger(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     """The ledger of `release` over the gate's window up to `as_of` (default now), with the estimate-beside-
     measurement table of every task that has a candidate file (`candidates`, else gates/candidates/<task>.yaml).
     The connection's derived fields must follow `config` (aggregate.use_settings)."""
-    from pipeline.gate import releases
+    from pipeline.gate.evaluate import releases
 
     as_of = clock.now(as_of)
     known = releases(con)
@@ -338,7 +339,7 @@ def _value_text(f: Figure, currency: str) -> str:
 
 
 def render_text(ledger: Ledger) -> str:
-    from pipeline.render import rows_as
+    from pipeline.views.render import rows_as
 
     cur = ledger.currency or "(no currency set)"
     out = [f"ledger {ledger.release}: window {ledger.window_start:%Y-%m-%d %H:%M} .. {ledger.as_of:%Y-%m-%d %H:%M} "

@@ -1,6 +1,6 @@
 """Seeded, fast, realistic telemetry that follows the contract (shared/telemetry-contract.md).
 
-`generate()` builds one Arrow table with the exact cast schema of pipeline/schema.py;
+`generate()` builds one Arrow table with the exact cast schema of pipeline/warehouse/schema.py;
 `write_parquet()` splits it into files under `out_dir/release=<R>/`. numpy + pyarrow
 only and vectorised: a million rows take 1-2 s.
 
@@ -76,7 +76,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.schema import load_schema
+from pipeline.warehouse.schema import load_schema
 
 SCENARIOS: dict[str, str] = {
     "healthy": "1B INT4 edge build that passes every gate in every segment",

@@ -3,9 +3,9 @@
 `pipeline gate` reads through a read-only connection so it answers while the
 nightly job writes. Storing its evaluation needs the writer lock: in one
 transaction the evaluation is inserted, its looks advance the rollout state of
-its segments (pipeline/rollout.py) and a change of state puts its alert in the
-outbox (pipeline/alerts.py). When another writer holds the lock, the evaluation
-waits in `<db>.pending-evaluations.jsonl` (pipeline/pending.py) and the next
+its segments (pipeline/rollout/state.py) and a change of state puts its alert in the
+outbox (pipeline/delivery/alerts.py). When another writer holds the lock, the evaluation
+waits in `<db>.pending-evaluations.jsonl` (pipeline/rollout/pending.py) and the next
 evaluation stored folds it in first, oldest first. `gate --dry-run` stores nothing.
 
 Each stored evaluation records its trigger: ci, nightly or manual.
@@ -21,9 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import __version__, alerts, db, pending, rollout, sqlfiles
-from pipeline.config import Config
-from pipeline.errors import DatabaseBusy
+from pipeline import __version__
+from pipeline.common.config import Config
+from pipeline.common.errors import DatabaseBusy
+from pipeline.delivery import alerts
+from pipeline.rollout import pending
+from pipeline.rollout import state as rollout
+from pipeline.warehouse import db, sqlfiles
 
 TRIGGERS = ("ci", "nightly", "manual")
 

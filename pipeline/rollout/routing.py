@@ -1,6 +1,6 @@
 """The routing table the app consumes: per task x tier x bucket, where requests go.
 
-Derived from the rollout state of each segment (pipeline/rollout.py has the
+Derived from the rollout state of each segment (pipeline/rollout/state.py has the
 rules): `edge` where the segment is ok, `cloud` where it is rolled back (every
 segment when the release is rolled back as a whole), `edge_with_cloud_check`
 where it is suspect or where a cloud check of the edge draft catches every gate
@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline import rollout
-from pipeline.config import Config
-from pipeline.output_schema import SCHEMA_VERSION
+from pipeline.common.config import Config
+from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.rollout import state as rollout
 
 ROUTING_TABLE_VERSION = SCHEMA_VERSION  # `version`, the field the app reads, predates schema_version
 

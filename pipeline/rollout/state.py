@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from pipeline import sqlfiles
-from pipeline.config import Config, Rollout
+from pipeline.common.config import Config, Rollout
+from pipeline.warehouse import sqlfiles
 
 STATES = ("ok", "suspect", "rolled_back", "recovering")
 RELEASE = "release"  # the segment key of the release-wide gates
@@ -312,7 +312,7 @@ class StateView:
 
     def to_dict(self) -> dict[str, Any]:
         st = status(self.states)
-        from pipeline.output_schema import SCHEMA_VERSION
+        from pipeline.common.output_schema import SCHEMA_VERSION
 
         return {"schema_version": SCHEMA_VERSION, "release": self.release, "status": st.kind,
                 "severity": st.severity,
@@ -320,7 +320,7 @@ class StateView:
                 "policy": dataclasses.asdict(self.config.rollout), "segments": self._rows()}
 
     def __str__(self) -> str:
-        from pipeline.render import rows_as
+        from pipeline.views.render import rows_as
 
         d = self.to_dict()
         p = self.config.rollout

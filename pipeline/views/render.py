@@ -9,7 +9,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from pipeline.registry import BY_NAME, GATES
+from pipeline.common.registry import BY_NAME, GATES
 
 FORMATS = ("table", "csv", "json")
 

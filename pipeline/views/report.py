@@ -32,11 +32,11 @@ from typing import Any
 
 import duckdb
 
-from pipeline import sqlfiles
-from pipeline.config import Config
-from pipeline.gate import GATE_ORDER, GateCheck, GateResult, Segment
-from pipeline.registry import BY_NAME
-from pipeline.render import fmt_interval
+from pipeline.common.config import Config
+from pipeline.common.registry import BY_NAME
+from pipeline.gate.evaluate import GATE_ORDER, GateCheck, GateResult, Segment
+from pipeline.views.render import fmt_interval
+from pipeline.warehouse import sqlfiles
 
 TEMPERATURE_POINTS = 3000  # edge rows drawn in the temperature scatter
 OVER_10S_MS = 10_000  # the contract's over_10s line (sql/ddl/derived.sql)
@@ -68,8 +68,8 @@ def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, o
     `result` is the gate's evaluation to show; without it the gate is evaluated here (as of `as_of`).
     The connection's derived fields follow `config` (as the gate's do). `index_href`: a link back to
     the index page of a folder of reports (nightly --report-dir)."""
-    from pipeline.aggregate import use_settings
-    from pipeline.gate import evaluate_gate
+    from pipeline.gate.evaluate import evaluate_gate
+    from pipeline.warehouse.aggregate import use_settings
 
     use_settings(con, config)
     if result is None:
@@ -467,17 +467,17 @@ def _page(result: GateResult, config: Config, data: dict[str, Any], index_href: 
 def _ledger_data(con: duckdb.DuckDBPyConnection, result: GateResult, config: Config,
                  candidates: list[Path] | None) -> Any:
     """The ledger over the gate's own window, with the estimate-beside-measurement tables."""
-    from pipeline.ledger import compute_ledger
+    from pipeline.planning.ledger import compute_ledger
 
     return compute_ledger(con, result.release, config, as_of=result.as_of, candidates=candidates)
 
 
 def _ledger_section(ledger: Any) -> str:
-    """The account (pipeline/ledger.py) and, per task with a candidate file, the estimate beside the field."""
+    """The account (pipeline/planning/ledger.py) and, per task with a candidate file, the estimate beside the field."""
     if ledger is None:
         return ""
-    from pipeline.estimates import fmt as fmt_estimate
-    from pipeline.ledger import RELEASE_LINES, _label, _value_text
+    from pipeline.planning.estimates import fmt as fmt_estimate
+    from pipeline.planning.ledger import RELEASE_LINES, _label, _value_text
 
     rows = []
     for name in RELEASE_LINES:

@@ -18,7 +18,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from pipeline.registry import BY_NAME, GATES
+from pipeline.common.registry import BY_NAME, GATES
 
 # ------------------------------------------------------------------ the terminal
 

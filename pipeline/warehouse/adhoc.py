@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.errors import StatementTimeout, UsageError, first_line
+from pipeline.common.errors import StatementTimeout, UsageError, first_line
 
 TIMEOUT_ENV = "PIPELINE_SQL_TIMEOUT"
 DEFAULT_TIMEOUT_S = 5.0
@@ -25,7 +25,7 @@ _JOIN_AFTER_INTERRUPT_S = 10.0
 
 
 def default_timeout() -> float:
-    from pipeline.db import env_seconds
+    from pipeline.warehouse.db import env_seconds
 
     return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, zero="0 = no limit")
 

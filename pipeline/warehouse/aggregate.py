@@ -21,8 +21,9 @@ from typing import Any
 
 import duckdb
 
-from pipeline import clock, db, sketch, sqlfiles
-from pipeline.config import Config
+from pipeline.common import clock
+from pipeline.common.config import Config
+from pipeline.warehouse import db, sketch, sqlfiles
 
 CHUNK_ROWS = 1_000_000  # stored rows recomputed per pass of rollups/insert_days (whole days)
 
@@ -53,7 +54,7 @@ class RefreshResult:
 def histogram_error(config: Config, engine: str = "duckdb") -> float | None:
     """The sketch's relative error when the rollup keeps log-bucket histograms for this engine (engine.quantiles
     resolves to sketch), else None."""
-    from pipeline.engine import SKETCH, quantile_estimator
+    from pipeline.warehouse.engine import SKETCH, quantile_estimator
 
     return config.engine.sketch_relative_error if quantile_estimator(engine, config) == SKETCH else None
 
@@ -121,7 +122,7 @@ def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | N
             for first, last in day_chunks([rows for _, _, rows in day_rows], CHUNK_ROWS):
                 sqlfiles.run(con, "rollups/chunk_days", {"first": first, "last": last})
                 groups += sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
-                if error is not None:  # the sketch's daily partials (pipeline/sketch.py)
+                if error is not None:  # the sketch's daily partials (pipeline/warehouse/sketch.py)
                     sqlfiles.run(con, "rollups/insert_hist_days", {"log_gamma": sketch.log_gamma(error)})
             save_state(con, digest, now)
             con.commit()

@@ -23,9 +23,10 @@ from typing import TypeVar
 
 import duckdb
 
-from pipeline import clock, runs, sqlfiles
-from pipeline.errors import DatabaseBusy, DatabaseError, UsageError, first_line
-from pipeline.schema import Schema, load_schema
+from pipeline.common import clock
+from pipeline.common.errors import DatabaseBusy, DatabaseError, UsageError, first_line
+from pipeline.warehouse import runs, sqlfiles
+from pipeline.warehouse.schema import Schema, load_schema
 
 T = TypeVar("T")
 

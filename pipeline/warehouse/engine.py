@@ -5,8 +5,8 @@ and reads the result like a DuckDB cursor (`description`, `fetchall()`, `fetchon
 decides where the SQL runs:
 
 - a DuckDB connection, or `DuckDBEngine(con)`: the file's text, as written, with `$name` parameters;
-- `pipeline.spark.engine.SparkEngine`: the same file transpiled to Spark SQL by the pinned SQLGlot dialect
-  of pipeline/spark/dialect.py (checked against tests/golden/spark/), with `:name` parameters.
+- `pipeline.warehouse.spark.engine.SparkEngine`: the same file transpiled to Spark SQL by the pinned SQLGlot dialect
+  of pipeline/warehouse/spark/dialect.py (checked against tests/golden/spark/), with `:name` parameters.
 
 The gate's Python is the same on both: only this boundary knows which engine ran. Nothing here imports
 pyspark or sqlglot; `open_spark_engine` does, when Spark is asked for.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pipeline.config import Config
+from pipeline.common.config import Config
 
 SKETCH = "log_histogram"  # the name of the sketch estimator in every output
 EXACT = "exact"
@@ -65,13 +65,13 @@ class DuckDBEngine:
         self.con = con
 
     def run_sql_file(self, relname: str, params: dict[str, Any]) -> Any:
-        from pipeline.sqlfiles import sql_file
+        from pipeline.warehouse.sqlfiles import sql_file
 
         text = sql_file(relname).text
         return self.con.execute(text, params) if params else self.con.execute(text)
 
     def arrow_sql_file(self, relname: str, params: dict[str, Any]) -> Any:
-        from pipeline.sqlfiles import sql_file
+        from pipeline.warehouse.sqlfiles import sql_file
 
         return self.con.sql(sql_file(relname).text, params=params).to_arrow_table()
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import sqlfiles
+from pipeline.warehouse import sqlfiles
 
 
 def host() -> str:

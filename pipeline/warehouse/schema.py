@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from pipeline import package_data
+from pipeline.common import package_data
 
 SCHEMA_PATH = package_data.folder("schemas") / "telemetry_event.yaml"
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import duckdb
 
-from pipeline import package_data
-from pipeline.errors import UsageError
+from pipeline.common import package_data
+from pipeline.common.errors import UsageError
 
 SQL_DIR = package_data.folder("sql")
 
@@ -106,7 +106,7 @@ def convert_params(sf: SqlFile, values: dict[str, str]) -> dict[str, Any]:
 
 def run(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None):
     """Execute one sql/ file with bound parameters; returns a cursor-like result (description, fetchall,
-    fetchone). `con` is a DuckDB connection or an engine of pipeline/engine.py (Spark runs the file
+    fetchone). `con` is a DuckDB connection or an engine of pipeline/warehouse/engine.py (Spark runs the file
     transpiled): the caller does not know which."""
     runner = getattr(con, "run_sql_file", None)
     if runner is not None:
@@ -116,14 +116,14 @@ def run(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, An
 
 
 def dicts(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None) -> list[dict]:
-    """One sql/ file's rows as dicts by column name, on DuckDB or on an engine of pipeline/engine.py."""
+    """One sql/ file's rows as dicts by column name, on DuckDB or on an engine of pipeline/warehouse/engine.py."""
     cur = run(con, relname, params)
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
 def arrow(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None) -> Any:
-    """One sql/ file's rows as an Arrow table, on DuckDB or on an engine of pipeline/engine.py."""
+    """One sql/ file's rows as an Arrow table, on DuckDB or on an engine of pipeline/warehouse/engine.py."""
     runner = getattr(con, "arrow_sql_file", None)
     if runner is not None:
         return runner(relname, params or {})

@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS rollup_hist (
     release VARCHAR NOT NULL, day DATE NOT NULL, task VARCHAR NOT NULL, route VARCHAR NOT NULL,
     device_tier VARCHAR NOT NULL, network_bucket VARCHAR NOT NULL,
     figure VARCHAR NOT NULL,               -- peak | resident | total | cold | rise (the gate's figure names)
-    bin BIGINT NOT NULL,                   -- log bucket (pipeline/sketch.py)
+    bin BIGINT NOT NULL,                   -- log bucket (pipeline/warehouse/sketch.py)
     n BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS rollup_state (

@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS runs (
     summary     JSON,
     error       VARCHAR
 );
--- the running process, so a run whose process died is seen as aborted (pipeline/runs.py); added later
+-- the running process, so a run whose process died is seen as aborted (pipeline/warehouse/runs.py); added later
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid INTEGER;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS proc_start BIGINT;
@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS alerts (
 -- added by later versions; existing databases get the columns here
 ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS trigger VARCHAR DEFAULT 'manual';   -- ci | nightly | manual
 ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS evaluation_uid VARCHAR;            -- one evaluation is stored once
--- rollout state per segment (pipeline/rollout.py): one look per segment and as-of day, the
+-- rollout state per segment (pipeline/rollout/state.py): one look per segment and as-of day, the
 -- latest stored evaluation of that day winning; the state is replayed from the looks
 CREATE TABLE IF NOT EXISTS rollout_looks (
     release        VARCHAR NOT NULL,
@@ -99,7 +99,7 @@ CREATE TABLE IF NOT EXISTS rollout_state (
     updated_at     TIMESTAMP NOT NULL,
     PRIMARY KEY (release, segment)
 );
--- the Spark engine's two-step commit (pipeline/spark/storage.py): a batch Spark staged as Parquet is committed
+-- the Spark engine's two-step commit (pipeline/warehouse/spark/storage.py): a batch Spark staged as Parquet is committed
 -- here, in the transaction that stores its manifest rows, then published into the tables' partitions
 CREATE TABLE IF NOT EXISTS spark_batches (
     batch_id     VARCHAR PRIMARY KEY,

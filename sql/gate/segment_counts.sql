@@ -2,7 +2,7 @@
 -- description: per side (edge | cloud) and level (segment, task x tier, task x bucket, task, release): per-device sums of every rate the gate tests
 -- params: release, window_start, window_end, weight_cap, budget_tasks, peak_budget, resident_budget, total_budget, cold_budget, rise_budget, peak_default, resident_default, total_default, cold_default, rise_default
 -- The unit of independence is the device: stage 1 counts per device (within each level), stage 2
--- sums those counts and their squares, from which pipeline/stats.py gets each ratio's
+-- sums those counts and their squares, from which pipeline/gate/stats.py gets each ratio's
 -- cluster-robust variance (k = numerator, n = denominator: <k>, <k>_kk = sum k_i^2, <k>_kn = sum k_i n_i,
 -- <n>, <n>_nn = sum n_i^2, <n>_devices = devices with n_i > 0). `*_over` counts values above the task's p95 budget ($budget_tasks
 -- names the tasks with their own budget, the *_budget lists hold them in the same order).

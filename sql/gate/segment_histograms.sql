@@ -1,7 +1,7 @@
 -- name: segment_histograms
 -- description: per side and segment (and task x bucket): the window's log-bucket histogram of each budgeted figure, merged from the daily rollup
 -- params: release, window_start, window_end
--- The mergeable partials behind the sketch estimator (pipeline/sketch.py): counts per bucket add up across
+-- The mergeable partials behind the sketch estimator (pipeline/warehouse/sketch.py): counts per bucket add up across
 -- days, so a 14-day p95 reads 14 daily histograms, not 14 days of raw events. Whole UTC days only.
 WITH h AS (
     SELECT CASE WHEN route = 'cloud' THEN 'cloud' ELSE 'edge' END AS side,

@@ -1,5 +1,5 @@
 -- name: cast_macros
--- description: casts of a landed file's columns to the contract's types, one per kind of source column (pipeline/reading.py picks them from the file's types); a value that cannot be cast raises, naming the column
+-- description: casts of a landed file's columns to the contract's types, one per kind of source column (pipeline/ingest/reading.py picks them from the file's types); a value that cannot be cast raises, naming the column
 -- Each takes the value and the column's name. CASE evaluates a branch only for the rows that reach it.
 CREATE OR REPLACE MACRO stage.int_to_int32(v, name) AS CASE
     WHEN v IS NULL OR v BETWEEN -2147483648 AND 2147483647 THEN CAST(v AS INTEGER)

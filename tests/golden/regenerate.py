@@ -1,5 +1,5 @@
 """Rewrite tests/golden/spark/ from sql/: the Spark SQL the pinned SQLGlot dialect writes for every file the
-Spark engine runs (pipeline/spark/dialect.py SPARK_FILES). Run it after changing one of those sql/ files, read
+Spark engine runs (pipeline/warehouse/spark/dialect.py SPARK_FILES). Run it after changing one of those sql/ files, read
 the diff, and commit it with the change:
 
     .venv/bin/python tests/golden/regenerate.py
@@ -13,7 +13,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from pipeline.spark.dialect import SPARK_FILES, spark_sql  # noqa: E402
+from pipeline.warehouse.spark.dialect import SPARK_FILES, spark_sql  # noqa: E402
 
 
 def golden_path(relname: str) -> Path:

@@ -4,7 +4,7 @@ pyspark and sqlglot stay off the DuckDB paths (`pipeline --help`, `pipeline gate
     dialect.py   sql/ (DuckDB dialect) -> Spark SQL: the pinned SQLGlot dialect subclass
     session.py   the session: local, spark-submit or Spark Connect; UTC; string partition columns
     storage.py   the partitioned Parquet tables (events, quarantine, rollups) and their publish step
-    engine.py    SparkEngine: a named sql/ file run with bound parameters (pipeline/engine.py's boundary)
+    engine.py    SparkEngine: a named sql/ file run with bound parameters (pipeline/warehouse/engine.py's boundary)
     ingest.py    landed files -> validated, deduplicated rows in the events table
     aggregate.py the daily rollup and its histograms, per (release, day) partition
 """

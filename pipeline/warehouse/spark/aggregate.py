@@ -13,12 +13,13 @@ import time
 from datetime import date, datetime
 from pathlib import Path
 
-from pipeline import clock, db, sketch, sqlfiles
-from pipeline.aggregate import RefreshResult, histogram_error, save_settings, save_state, settings_digest
-from pipeline.config import Config
-from pipeline.spark import batches
-from pipeline.spark.engine import SparkEngine
-from pipeline.spark.storage import new_batch_id
+from pipeline.common import clock
+from pipeline.common.config import Config
+from pipeline.warehouse import db, sketch, sqlfiles
+from pipeline.warehouse.aggregate import RefreshResult, histogram_error, save_settings, save_state, settings_digest
+from pipeline.warehouse.spark import batches
+from pipeline.warehouse.spark.engine import SparkEngine
+from pipeline.warehouse.spark.storage import new_batch_id
 
 
 def refresh_spark(db_path: Path, engine: SparkEngine, config: Config, full: bool = False,
@@ -54,7 +55,7 @@ def refresh_spark(db_path: Path, engine: SparkEngine, config: Config, full: bool
              .write.partitionBy("release", "date").mode("overwrite").parquet(daily.path))
             groups = engine.spark.read.parquet(daily.path).count()
             error = histogram_error(config, "spark")
-            if error is not None:  # the sketch's daily partials (pipeline/sketch.py)
+            if error is not None:  # the sketch's daily partials (pipeline/warehouse/sketch.py)
                 (engine.frame("rollups/insert_hist_days", {"log_gamma": sketch.log_gamma(error)})
                  .withColumn("date", F.date_format("day", "yyyy-MM-dd"))
                  .write.partitionBy("release", "date").mode("overwrite")

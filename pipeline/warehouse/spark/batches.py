@@ -1,4 +1,4 @@
-"""The two-step commit of a Spark batch (pipeline/spark/storage.py): committed in the DuckDB file with the
+"""The two-step commit of a Spark batch (pipeline/warehouse/spark/storage.py): committed in the DuckDB file with the
 bookkeeping rows it belongs to, then published into the Parquet partitions; `recover` finishes or drops what a
 crash left behind. Callers hold the writer lock (`<db>.lock`) throughout."""
 
@@ -9,8 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import db, sqlfiles
-from pipeline.spark.storage import Warehouse
+from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse.spark.storage import Warehouse
 
 Clear = dict[str, set[tuple[str, ...]]]
 

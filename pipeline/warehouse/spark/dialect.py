@@ -25,7 +25,7 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 
-from pipeline import sqlfiles
+from pipeline.warehouse import sqlfiles
 
 # Every sql/ file (or `file#view` for one view of a DDL file) the Spark engine runs.
 SPARK_FILES: tuple[str, ...] = (
@@ -139,8 +139,8 @@ def query_of(statement: exp.Expression) -> exp.Expression:
 def table_columns(table: str) -> tuple[tuple[str, str], ...]:
     """(name, Spark type) of a warehouse table, from its DuckDB DDL: events and quarantine from the contract
     (db.events_ddl), the rollup tables from sql/ddl/derived.sql."""
-    from pipeline.db import events_ddl
-    from pipeline.schema import load_schema
+    from pipeline.warehouse.db import events_ddl
+    from pipeline.warehouse.schema import load_schema
 
     ddl = events_ddl(load_schema()) if table in ("events", "quarantine") else sqlfiles.sql_file("ddl/derived").text
     for s in sqlglot.parse(ddl, read="duckdb"):

@@ -1,8 +1,8 @@
-"""SparkEngine: the Spark implementation of pipeline/engine.py's boundary. A named sql/ file runs as the Spark
-SQL of pipeline/spark/dialect.py (the golden files), with the same bound parameters as on DuckDB, over views
+"""SparkEngine: the Spark implementation of pipeline/warehouse/engine.py's boundary. A named sql/ file runs as the Spark
+SQL of pipeline/warehouse/spark/dialect.py (the golden files), with the same bound parameters as on DuckDB, over views
 that stand where DuckDB has tables and views:
 
-    events, quarantine, rollup_daily, rollup_hist   the partitioned Parquet tables (pipeline/spark/storage.py)
+    events, quarantine, rollup_daily, rollup_hist   the partitioned Parquet tables (pipeline/warehouse/spark/storage.py)
     settings_in_effect                              sql/views/settings_bound.sql, from the config in use
     events_enriched                                 the view of sql/ddl/derived.sql, transpiled
 
@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.aggregate import network_params
-from pipeline.config import Config
-from pipeline.engine import Rows
-from pipeline.errors import EngineError, PipelineError
-from pipeline.spark import dialect
-from pipeline.spark.session import spark_problem
-from pipeline.spark.storage import PARTITIONS, TABLES, Warehouse
+from pipeline.common.config import Config
+from pipeline.common.errors import EngineError, PipelineError
+from pipeline.warehouse.aggregate import network_params
+from pipeline.warehouse.engine import Rows
+from pipeline.warehouse.spark import dialect
+from pipeline.warehouse.spark.session import spark_problem
+from pipeline.warehouse.spark.storage import PARTITIONS, TABLES, Warehouse
 
 
 def spark_value(value: Any) -> Any:
@@ -137,8 +137,8 @@ def open_engine(db_path: Path, config: Config, master: str | None = None, remote
                 warehouse: str | None = None) -> SparkEngine:
     """The Spark engine for the warehouse whose bookkeeping is `db_path`: the session (started or joined) and
     the Parquet root (--warehouse, else engine.spark.warehouse, else <db>.spark/ beside the DuckDB file)."""
-    from pipeline.spark.session import SessionSpec, get_session
-    from pipeline.spark.storage import default_root
+    from pipeline.warehouse.spark.session import SessionSpec, get_session
+    from pipeline.warehouse.spark.storage import default_root
 
     settings = config.engine.spark
     store = Warehouse(warehouse or settings.warehouse or default_root(db_path))  # a bad location fails before Spark

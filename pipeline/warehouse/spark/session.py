@@ -8,7 +8,7 @@ Whatever the session, these settings are forced, because figures depend on them:
 - `spark.sql.sources.partitionColumnTypeInference.enabled=false`: a folder `release=4.10` is the string
   "4.10", not the number 4.1;
 - `spark.sql.sources.partitionOverwriteMode=dynamic`: overwriting a table replaces only the partitions
-  written (pipeline/spark/storage.py).
+  written (pipeline/warehouse/spark/storage.py).
 
 Spark's own logging is turned off (log4j2, from a file written at start): errors reach the user as the
 command's one line, never as JVM log lines. Starting a local session takes 10-20 s and the driver about
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import SparkSettings
-from pipeline.errors import UsageError
+from pipeline.common.config import SparkSettings
+from pipeline.common.errors import UsageError
 
 FORCED = {
     "spark.sql.session.timeZone": "UTC",

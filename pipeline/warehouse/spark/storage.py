@@ -37,7 +37,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from pipeline.errors import UsageError, first_line
+from pipeline.common.errors import UsageError, first_line
 
 PARTITIONS = {"events": ("release", "date"), "quarantine": ("date",),
               "rollup_daily": ("release", "date"), "rollup_hist": ("release", "date")}

@@ -1,0 +1,3 @@
+"""The warehouse: the telemetry contract (schema), DuckDB connections and the writer lock, the SQL files,
+job runs, the engine boundary, the daily rollup and its sketches, ad hoc SQL, and the Spark engine beside
+DuckDB (warehouse/spark). May import pipeline.common only."""

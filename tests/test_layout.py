@@ -1,0 +1,61 @@
+"""The package layout is the data flow (pipeline/__init__.py): a module imports only from its own package and
+the packages below it. This test fails on any import that runs back up the flow, lazy ones included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import ROOT
+
+# low to high: each package may import the ones before it
+LAYERS = ("common", "warehouse", "ingest", "gate", "rollout", "views", "delivery", "planning", "jobs", "cli")
+# Imports that still run up the flow, each to be moved to where it belongs; the test fails when one is gone, so
+# the list only shrinks.
+KNOWN_UPWARD = {
+    ("gate.evaluate", "views.render"),  # the gate table's text: GateResult should hand views a table model
+    ("rollout.state", "views.render"),  # the state table's text, likewise
+    ("rollout.history", "delivery.alerts"),  # recording a verdict enqueues its alert in the same transaction
+    ("views.report", "planning.ledger"),  # the report's ledger panel reads the ledger's figures
+    ("views.report", "planning.estimates"),
+}
+
+
+def imports_of(path: Path) -> set[str]:
+    """The pipeline modules `path` imports, as dotted paths below `pipeline.`, at any depth of the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline."):
+            module = node.module.removeprefix("pipeline.")
+            for alias in node.names:  # `from pipeline.gate import evaluate` names the module pipeline.gate.evaluate
+                sub = ROOT / "pipeline" / Path(*module.split("."), alias.name + ".py")
+                found.add(f"{module}.{alias.name}" if sub.exists() else module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name.removeprefix("pipeline.") for a in node.names if a.name.startswith("pipeline.")}
+    return found
+
+
+def upward_imports() -> set[tuple[str, str]]:
+    out = set()
+    for path in sorted((ROOT / "pipeline").rglob("*.py")):
+        parts = path.relative_to(ROOT / "pipeline").with_suffix("").parts
+        if len(parts) < 2:  # pipeline/__init__.py, __main__.py: the package's front door
+            continue
+        module = ".".join(p for p in parts if p != "__init__")
+        for dep in imports_of(path):
+            if LAYERS.index(dep.split(".")[0]) > LAYERS.index(parts[0]):
+                out.add((module, ".".join(dep.split(".")[:2])))
+    return out
+
+
+def test_every_module_lives_in_a_package_of_the_flow():
+    top = sorted(p.name for p in (ROOT / "pipeline").iterdir() if p.name != "__pycache__")
+    assert top == sorted(["__init__.py", "__main__.py", *LAYERS])
+    for package in LAYERS:
+        assert (ROOT / "pipeline" / package / "__init__.py").read_text().startswith('"""'), package
+
+
+def test_imports_run_down_the_flow_only():
+    found = upward_imports()
+    assert found - KNOWN_UPWARD == set(), "imports that run up the flow (pipeline/__init__.py): move the code"
+    assert KNOWN_UPWARD - found == set(), "these are gone: remove them from KNOWN_UPWARD"
