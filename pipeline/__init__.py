@@ -15,4 +15,24 @@ only from the ones above it in this list (tests/test_layout.py holds the rule):
     cli         the `pipeline` command
 """
 
-__version__ = "0.1.0"
+
+
+def _installed_version() -> str:
+    """The one version: the installed distribution's (pyproject.toml's), stored with every evaluation."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("edge-telemetry-pipeline")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
+__version__ = _installed_version()
+
+
+def open(path: str, config: str | None = None):  # noqa: A001 (pipeline.open, as the notebook API reads)
+    """The warehouse at `path` as polars DataFrames (pipeline/views/frames.py); read-only, a connection per call.
+    Imported here on first use, so `pipeline --help` does not pay for polars."""
+    from pipeline.views.frames import Warehouse
+
+    return Warehouse(path, config)

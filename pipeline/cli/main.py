@@ -30,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline import __version__
 from pipeline.common.errors import PipelineError, UsageError
 from pipeline.common.registry import ESTIMANDS
 
@@ -775,22 +776,13 @@ def _finish_subcommands(sub: Any) -> None:
         _global_options(p, top=False)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("edge-telemetry-pipeline")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
     from pipeline.common.output_schema import OUTPUTS
 
     parser = _Parser(prog="pipeline",
                      description="Telemetry ingestion and rollback gate for on-device language models.",
                      epilog=EXIT_CODES + "; `pipeline COMMAND --help` shows examples")
-    parser.add_argument("--version", action="version", version=f"pipeline {_version()}")
+    parser.add_argument("--version", action="version", version=f"pipeline {__version__}")
     _global_options(parser, top=True)
     parser.add_argument("--db", type=Path, default=None, help="DuckDB file, also taken after the command")
     parser.add_argument("--config", type=Path, default=None, help="gate config, also taken after the command")

@@ -1,0 +1,110 @@
+"""The warehouse as polars DataFrames, for notebooks: `pipeline.open("telemetry.duckdb")`.
+
+    import pipeline
+    wh = pipeline.open("telemetry.duckdb")
+    wh.fallback_rate(release="4.12", by=["network_bucket"])   # edge next to cloud, per bucket
+    wh.segments("4.12", as_of="2026-12-01")                    # the gate's verdict per segment
+    wh.evaluations("4.12")                                     # what earlier runs decided, newest first
+    wh.quarantine()                                            # quarantined rows per broken rule and file
+    wh.query("edge_vs_cloud_latency", release="4.12")          # any named query of sql/queries/
+
+Every method opens the warehouse read-only for its own query and closes it, so a notebook never holds the
+file against the nightly writer. The SQL is the named queries' (sql/queries/) and the gate's own: a frame
+holds what `pipeline query ... --format json` and `pipeline gate --json` print. DuckDB hands over Arrow,
+which polars takes without a copy.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.common import clock
+from pipeline.common.config import Config, load_config
+from pipeline.common.errors import UsageError
+from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse.aggregate import use_settings
+
+FALLBACK_DIMENSIONS = ("release", "day", "device_tier", "network_bucket")  # what fallback_rate's query keeps
+
+
+class Warehouse:
+    """A warehouse file, read through polars. `config`: the gates' YAML (default: the shipped one), which
+    also sets the derived fields (network buckets) the queries read."""
+
+    def __init__(self, path: str | Path, config: str | Path | None = None):
+        self.path = Path(path)
+        self.config: Config = load_config(Path(config) if config else None)
+        db.require_folder(self.path)
+        if not self.path.exists():
+            raise UsageError(f"{self.path}: no warehouse here (run `pipeline nightly` or `pipeline ingest` first)")
+
+    def _frame(self, sql: str, params: dict[str, Any]) -> pl.DataFrame:
+        with db.reading(self.path) as con:
+            use_settings(con, self.config)
+            return pl.from_arrow(con.sql(sql, params=params).to_arrow_table())  # type: ignore[return-value]
+
+    def query(self, name: str, **params: Any) -> pl.DataFrame:
+        """A named query of sql/queries/ (`pipeline query --list`), its params as keywords."""
+        queries = {q.name: q for q in sqlfiles.list_folder("queries")}
+        if name not in queries:
+            raise UsageError(f"no query {name!r}; known: {', '.join(queries)}")
+        q = queries[name]
+        names = sqlfiles.param_names(q)
+        unknown = sorted(set(params) - set(names))
+        if unknown:
+            raise UsageError(f"query {name}: no param {unknown[0]!r}; it takes {', '.join(names) or 'none'}")
+        missing = [p for p in sqlfiles.required_params(q) if params.get(p) is None]
+        if missing:
+            raise UsageError(f"query {name} needs {missing[0]}=...")
+        return self._frame(q.text, {n: None for n in names} | params)
+
+    def fallback_rate(self, release: str | None = None, since: str | None = None,
+                      by: list[str] | tuple[str, ...] = ("release", "network_bucket")) -> pl.DataFrame:
+        """Fallback and automatic-fallback rates, edge next to cloud, over the dimensions in `by` (any of
+        release, day, device_tier, network_bucket): the rollup's daily rates weighted by their rows."""
+        wrong = [d for d in by if d not in FALLBACK_DIMENSIONS]
+        if wrong:
+            raise UsageError(f"fallback_rate(by=...): {wrong[0]!r} is not one of {', '.join(FALLBACK_DIMENSIONS)}")
+        daily = self.query("fallback_rate", release=release, since=since)
+        keys = [*by, "side"]
+        return (daily.group_by(keys)
+                .agg(pl.col("rows").sum().cast(pl.Int64),
+                     ((pl.col("fallback_rate") * pl.col("rows")).sum() / pl.col("rows").sum())
+                     .round(4).alias("fallback_rate"),
+                     ((pl.col("auto_fallback_rate") * pl.col("rows")).sum() / pl.col("rows").sum())
+                     .round(4).alias("auto_fallback_rate"))
+                .sort(keys))
+
+    def segments(self, release: str, as_of: str | datetime | None = None) -> pl.DataFrame:
+        """The gate's verdict per segment, as `pipeline gate --release R --json` gives it (nothing is recorded):
+        one row per segment with its decision and failed gates, and per gate its status, measured value,
+        threshold and decision interval (`<gate>_status`, `<gate>_measured`, ...)."""
+        from pipeline.gate.evaluate import evaluate_gate, require_release
+
+        when = clock.parse(as_of) if isinstance(as_of, str) else as_of
+        with db.reading(self.path) as con:
+            use_settings(con, self.config)
+            require_release(con, release)
+            result = evaluate_gate(con, release, self.config, as_of=when)
+        rows = []
+        for seg in result.to_dict()["segments"]:
+            row = {k: seg[k] for k in ("task", "device_tier", "network_bucket", "rows", "decision")}
+            row["failed_gates"] = seg["failed_gates"]
+            for gate, check in seg["metrics"].items():
+                row |= {f"{gate}_{k}": check.get(k) for k in ("status", "measured", "threshold")}
+                row[f"{gate}_interval"] = check.get("interval")
+            rows.append(row)
+        return pl.DataFrame(rows, infer_schema_length=None)
+
+    def evaluations(self, release: str, limit: int = 100) -> pl.DataFrame:
+        """The verdicts recorded for `release` by earlier runs (nightly, gate), newest first, as `pipeline
+        history` lists them."""
+        return self._frame(sqlfiles.sql_file("gate/history").text, {"release": release, "limit": limit})
+
+    def quarantine(self, release: str | None = None) -> pl.DataFrame:
+        """Quarantined rows per broken rule and source file."""
+        return self.query("quarantine_reasons", release=release)
