@@ -47,7 +47,6 @@ COUNTS_SQL = "gate/segment_counts"
 QUANTILES_SQL = quantiles.QUANTILES_SQL
 WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
-GATE_ORDER = list(GATE_NAMES)
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
 STATUSES = ("pass", "fail", "insufficient_data", "not_applicable")

@@ -33,8 +33,8 @@ from typing import Any
 import duckdb
 
 from pipeline.common.config import Config
-from pipeline.common.registry import BY_NAME
-from pipeline.gate.evaluate import GATE_ORDER, GateCheck, GateResult, Segment
+from pipeline.common.registry import BY_NAME, GATE_NAMES
+from pipeline.gate.evaluate import GateCheck, GateResult, Segment
 from pipeline.views.render import fmt_interval
 from pipeline.warehouse import sqlfiles
 
@@ -353,7 +353,7 @@ def _cell(c: GateCheck | None) -> str:
 
 
 def _gate_table(result: GateResult) -> str:
-    gates = [g for g in GATE_ORDER if any(g in s.checks for s in result.segments)]
+    gates = [g for g in GATE_NAMES if any(g in s.checks for s in result.segments)]
     head = "".join(f"<th title=\"{_e(g)}\">{_e(BY_NAME[g].column)}</th>" for g in gates)
     body = []
     for s in failing_first(result.segments):  # the decision right after the segment: visible on any screen

@@ -1,8 +1,9 @@
-"""Rewrite tests/golden/spark/ from sql/: the Spark SQL the pinned SQLGlot dialect writes for every file the
-Spark engine runs (pipeline/warehouse/spark/dialect.py SPARK_FILES). Run it after changing one of those sql/ files, read
-the diff, and commit it with the change:
+"""tests/golden/spark/ against sql/: the Spark SQL the pinned SQLGlot dialect writes for every file the Spark
+engine runs (pipeline/warehouse/spark/dialect.py SPARK_FILES). Without options it only compares, prints what
+differs and exits 1 if anything does; after changing one of those sql/ files, rewrite the goldens on purpose,
+read the diff, and commit it with the change:
 
-    .venv/bin/python tests/golden/regenerate.py
+    .venv/bin/python tests/golden/regenerate.py --update-goldens
 """
 
 from __future__ import annotations
@@ -22,20 +23,26 @@ def golden_path(relname: str) -> Path:
     return HERE / "spark" / (relname.replace("#", ".") + ".sql")
 
 
-def main() -> int:
+def main(update: bool) -> int:
     wanted = {golden_path(r): spark_sql(r) for r in SPARK_FILES}
+    changed = 0
     for path in sorted((HERE / "spark").rglob("*.sql")):
         if path not in wanted:
-            path.unlink()
-            print(f"removed {path.relative_to(HERE)}")
+            changed += 1
+            if update:
+                path.unlink()
+            print(f"{'removed' if update else 'stale'} {path.relative_to(HERE)}")
     for path, text in wanted.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
         old = path.read_text() if path.exists() else None
         if old != text:
-            path.write_text(text)
-            print(f"{'wrote' if old is None else 'updated'} {path.relative_to(HERE)}")
-    return 0
+            changed += 1
+            if update:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            verb = ("wrote" if old is None else "updated") if update else ("missing" if old is None else "differs")
+            print(f"{verb} {path.relative_to(HERE)}")
+    return 1 if changed and not update else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main(update="--update-goldens" in sys.argv[1:]))
