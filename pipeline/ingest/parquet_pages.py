@@ -84,36 +84,42 @@ class _Reader:
         return found
 
 
-def encrypted_footer(path: str) -> bool:
-    """The file ends in `PARE`: its footer is encrypted (cheap: reads 4 bytes)."""
+def _tail(path: str) -> tuple[int, bytes] | None:
+    """The file's size and its last 8 bytes (footer length, magic); None when it is too short or unreadable."""
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, 2)
             if size < 12:
-                return False
-            fh.seek(size - 4)
-            return fh.read(4) == b"PARE"
+                return None
+            fh.seek(size - 8)
+            return size, fh.read(8)
     except OSError:
-        return False
+        return None
+
+
+def encrypted_footer(path: str) -> bool:
+    """The file ends in `PARE`: its footer is encrypted (cheap: reads 8 bytes)."""
+    tail = _tail(path)
+    return tail is not None and tail[1][4:] == b"PARE"
 
 
 def encrypted(path: str) -> bool:
     """The file uses Parquet modular encryption: an encrypted footer (magic `PARE`), or a plaintext footer
     that names an encryption algorithm (FileMetaData field 8, or 9: the footer signing key). Told from the
-    bytes alone, before any Parquet reader sees them: Arrow's reader aborts the process on a plaintext footer
-    whose column metadata it cannot decrypt."""
+    bytes alone: Arrow's reader aborts the process on a plaintext footer whose column metadata it cannot
+    decrypt. Walking the footer in Python costs about a millisecond a file, so reading.py asks only about
+    files a reader failed on."""
+    found = _tail(path)
+    if found is None:
+        return False
+    size, tail = found
+    if tail[4:] == b"PARE":
+        return True
+    length = int.from_bytes(tail[:4], "little")
+    if tail[4:] != b"PAR1" or not 0 < length <= size - 12:
+        return False
     try:
         with open(path, "rb") as fh:
-            size = fh.seek(0, 2)
-            if size < 12:
-                return False
-            fh.seek(size - 8)
-            tail = fh.read(8)
-            if tail[4:] == b"PARE":
-                return True
-            length = int.from_bytes(tail[:4], "little")
-            if tail[4:] != b"PAR1" or not 0 < length <= size - 12:
-                return False
             fh.seek(size - 8 - length)
             reader = _Reader(fh.read(length))
         field = 0
