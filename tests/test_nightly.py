@@ -37,6 +37,20 @@ def runs(db_path: Path) -> list[tuple]:
         con.close()
 
 
+def files_stored(db_path: Path) -> int:
+    """Manifest rows committed so far (0 while a writer holds the file)."""
+    try:
+        con = duckdb.connect(str(db_path), read_only=True)
+    except duckdb.Error:
+        return 0
+    try:
+        return con.execute("SELECT count(*) FROM files").fetchone()[0]
+    except duckdb.Error:
+        return 0
+    finally:
+        con.close()
+
+
 def wait_for(condition, timeout: float = 90, every: float = 0.3):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -250,9 +264,10 @@ def test_gate_answers_while_the_nightly_job_writes(db_path, tmp_path):
     land = tmp_path / "land"
     for i in range(16):
         write(valid_table(2000, seed=300 + i), land / f"part-{i:02d}.parquet")
+    before = files_stored(db_path)
     writer = start("nightly", "--db", str(db_path), "--landing", str(land), "--validate-batch-rows", "1")
     try:
-        time.sleep(6)  # GX has loaded; files are being stored
+        wait_for(lambda: files_stored(db_path) > before, timeout=120)  # GX has loaded; files are being stored
         assert writer.poll() is None
         gate = run_cli("gate", "--db", str(db_path), "--release", "4.12", "--as-of", NOW.isoformat(), "--no-alerts")
         assert gate.returncode in (0, 1, 3), gate.stderr
