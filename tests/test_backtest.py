@@ -111,7 +111,7 @@ def test_injections_do_what_they_say():
 
 
 def test_the_clustered_regressions_move_their_figure_by_the_size_asked_and_cluster_by_device():
-    from pipeline.planning.backtest import _clustered_fallback_spike, _silent_failures
+    from pipeline.planning.backtest import _fallback_spike, _silent_failures
     from pipeline.planning.simulate import Population
 
     table = generate("4.12", 60_000, "aa", seed=5, start=datetime(2026, 11, 20), days=7,
@@ -131,7 +131,7 @@ def test_the_clustered_regressions_move_their_figure_by_the_size_asked_and_clust
                          if (of & (devices == d)).sum() >= least])
 
     # the average device gets the size asked; a few very active devices move the share of rows more or less
-    spiked = _clustered_fallback_spike(table, np.random.default_rng(1), 0.10, concentration=2)
+    spiked = _fallback_spike(table, np.random.default_rng(1), 0.10, concentration=2)
     added = fallback(spiked) & ~fallback(table)
     assert by_device(added, edge & ~fallback(table)).mean() == pytest.approx(0.10 / (1 - 0.02), abs=0.01)
     assert fallback(spiked)[edge].mean() - fallback(table)[edge].mean() == pytest.approx(0.10, abs=0.02)

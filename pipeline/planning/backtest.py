@@ -66,16 +66,6 @@ def _adoption_loss(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table:
     return _set_where(t, "outcome", lose, "abandoned")
 
 
-def _fallback_spike(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table:
-    edge = np.asarray(pc.not_equal(t["route"], "cloud"))
-    fallback = np.asarray(pc.is_in(t["outcome"], pa.array(["edited", "regenerated", "undone"]))) | np.asarray(
-        t["auto_fallback"])
-    share = fallback[edge].mean() if edge.any() else 0.0
-    p = min(1.0, x / max(1e-9, 1 - share))  # +x of all edge rows, taken from those not already falling back
-    spike = edge & ~fallback & (rng.random(t.num_rows) < p)
-    return _set_where(t, "outcome", spike, USER_FALLBACK)
-
-
 def _by_device(t: pa.Table, rng: np.random.Generator, p: float, concentration: float) -> np.ndarray:
     """Per row, the chance its device has: Beta(c p, c (1 - p)) per device around `p` (concentration 0: `p`
     for every device), so a regression hits some users much harder than others, as a bad chip would."""
@@ -86,14 +76,15 @@ def _by_device(t: pa.Table, rng: np.random.Generator, p: float, concentration: f
     return betaincinv(concentration * p, concentration * (1 - p), _device_uniforms(t, rng))
 
 
-def _clustered_fallback_spike(t: pa.Table, rng: np.random.Generator, x: float, concentration: float) -> pa.Table:
-    """Edge fallbacks up by `x` of all edge rows (absolute), the extra share drawn per device."""
+def _fallback_spike(t: pa.Table, rng: np.random.Generator, x: float, concentration: float = 0.0) -> pa.Table:
+    """Edge fallbacks up by `x` of all edge rows (absolute), taken from the rows not already falling back;
+    with a concentration, the extra share is drawn per device (_by_device)."""
     edge = np.asarray(pc.not_equal(t["route"], "cloud"))
     fallback = np.asarray(pc.is_in(t["outcome"], pa.array(["edited", "regenerated", "undone"]))) | np.asarray(
         t["auto_fallback"])
     share = fallback[edge].mean() if edge.any() else 0.0
-    spike = edge & ~fallback & (rng.random(t.num_rows) < _by_device(t, rng, min(1.0, x / max(1e-9, 1 - share)),
-                                                                     concentration))
+    p = min(1.0, x / max(1e-9, 1 - share))
+    spike = edge & ~fallback & (rng.random(t.num_rows) < _by_device(t, rng, p, concentration))
     return _set_where(t, "outcome", spike, USER_FALLBACK)
 
 
@@ -577,7 +568,7 @@ def simulated_rollout(scenario: str, rows: int, seed: int, config: Config, night
                      population=population, edge_adoption_loss=edge_adoption_loss)
     rng = np.random.default_rng([seed, 25])
     if fallback_spike:
-        table = _clustered_fallback_spike(table, rng, fallback_spike, population.adoption_concentration)
+        table = _fallback_spike(table, rng, fallback_spike, population.adoption_concentration)
     if silent_share:
         table = _silent_failures(table, rng, silent_share, population.adoption_concentration)
     if p95_factor is not None:
