@@ -37,6 +37,7 @@ from pipeline.warehouse.schema import Column, Schema
 
 HOOK_ENV = "PIPELINE_READER_HOOK"
 _AHEAD = 8  # files read ahead of the one the caller waits for
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2  # this process may use
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class ReaderLimits:
 
     seconds: float = 60.0
     memory_mb: int = 2048
-    workers: int = max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 2
+    workers: int = max(1, CORES)
 
     @property
     def memory_text(self) -> str:
@@ -99,8 +100,7 @@ class _Worker:
         assert self._proc.stdout is not None
         self._send({"path": str(path)})
         ready, _, _ = select.select([self._proc.stdout], [], [], self._limits.seconds)
-        if not ready:
-            self.close()
+        if not ready:  # still reading: the pool retires (kills) it
             raise _WorkerDied(f"reader exceeded {self._limits.seconds:g} s")
         line = self._proc.stdout.readline()
         if not line:
@@ -189,10 +189,10 @@ class ReaderPool:
 
     def _rejected(self, path: Path, reason: str) -> reading.Checked:
         """A file its reader died on: rejected with how, its sha256 kept so the same bytes are not read again."""
-        sha = reading.sha256_of(path)  # plain hashing: no parser touches the bytes
+        sha, size = reading.sha256_of(path), path.stat().st_size  # plain hashing: no parser touches the bytes
         if sha in self._decided:
-            return reading.Checked(path, sha, path.stat().st_size, known=True)
-        return reading.Checked(path, sha, path.stat().st_size, rows=0, reason=reading.unreadable(path, reason))
+            return reading.Checked(path, sha, size, known=True)
+        return reading.Checked(path, sha, size, rows=0, reason=reading.unreadable(path, reason))
 
     def checked(self, paths: list[Path]) -> Iterator[reading.Checked]:
         if not self._threads:
@@ -241,16 +241,11 @@ def serve() -> None:
     decided, hook = frozenset(hello["decided"]), _hook()
     for line in sys.stdin:
         path = Path(json.loads(line)["path"])
-        sha, size = reading.sha256_of(path), path.stat().st_size
-        if sha in decided:
-            checked = reading.Checked(path, sha, size, known=True)
-        else:
-            if hook is not None:
-                hook(path)
-            try:
-                checked = reading.check_bytes(path, sha, size, schema)
-            except MemoryError:
-                checked = reading.Checked(path, sha, size, rows=0, reason=f"reader exceeded {limits.memory_text}")
+        try:
+            checked = reading.check(path, schema, decided, before_read=hook)
+        except MemoryError:
+            checked = reading.Checked(path, reading.sha256_of(path), path.stat().st_size, rows=0,
+                                      reason=f"reader exceeded {limits.memory_text}")
         sys.stdout.write(json.dumps(_to_json(checked)) + "\n")
         sys.stdout.flush()
 

@@ -23,7 +23,7 @@ import glob
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,16 +127,15 @@ def cast_macro(src: pa.DataType, col: Column) -> str:
     raise TypeError(f"is {src}, expected {col.type}")
 
 
-def check(path: Path, schema: Schema, decided: set[str] | frozenset[str] = frozenset()) -> Checked:
-    """Hash the file; unless its sha256 is in `decided`, read it whole (pages checked) and plan its casts."""
+def check(path: Path, schema: Schema, decided: set[str] | frozenset[str] = frozenset(),
+          before_read: Callable[[Path], None] | None = None) -> Checked:
+    """Hash the file; unless its sha256 is in `decided`, read it whole (pages checked) and plan its casts.
+    `before_read` is called with the path just before a read (isolated.py's fault-injection hook)."""
     sha, size = sha256_of(path), path.stat().st_size
     if sha in decided:
         return Checked(path, sha, size, known=True)
-    return check_bytes(path, sha, size, schema)
-
-
-def check_bytes(path: Path, sha: str, size: int, schema: Schema) -> Checked:
-    """Read a file not decided before whole (pages checked) and plan its casts."""
+    if before_read is not None:
+        before_read(path)
     if encrypted_footer(str(path)):
         return Checked(path, sha, size, rows=0, reason=ENCRYPTED)
     try:  # a page written with a CRC is checked against it: a flipped bit must not load a wrong value
@@ -146,7 +145,8 @@ def check_bytes(path: Path, sha: str, size: int, schema: Schema) -> Checked:
         raise
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and friends
         return Checked(path, sha, size, rows=footer_rows(path), reason=unreadable(path, exc))
-    rows, fields = pf.metadata.num_rows, list(pf.schema_arrow)
+    arrow_schema = pf.schema_arrow
+    rows, fields = pf.metadata.num_rows, list(arrow_schema)
     position = {f.name: i for i, f in enumerate(fields, start=1)}
     missing_required = [n for n in schema.required if n not in position]
     if missing_required:
@@ -162,7 +162,7 @@ def check_bytes(path: Path, sha: str, size: int, schema: Schema) -> Checked:
         except TypeError as exc:
             reason = f"column {col.name!r} cannot be cast to {col.type}: {exc}"
             return Checked(path, sha, size, rows=rows, reason=reason)
-    layout = hashlib.sha256(str(pf.schema_arrow.remove_metadata()).encode()).hexdigest()
+    layout = hashlib.sha256(str(arrow_schema.remove_metadata()).encode()).hexdigest()
     return Checked(path, sha, size, rows=rows, casts=tuple(casts),
                    extra=[f.name for f in fields if f.name not in schema.names],
                    missing=[c.name for c, at, _ in casts if not at], layout=layout)

@@ -7,8 +7,9 @@ Per file, in order:
    (reading.py);
 3. Great Expectations checks every row rule (validate.py), on the rows staged in
    DuckDB;
-4. one transaction: manifest row, quarantined rows with the rules they broke,
-   new valid rows, GX's per-rule results. A kill leaves the file wholly in or out.
+4. one transaction per batch of files: their manifest rows, quarantined rows with
+   the rules they broke, new valid rows, GX's per-rule results (a transaction per
+   file when copies of an event_id compete). A kill leaves each file wholly in or out.
 
 A file rejected for its bytes is remembered by its sha256 too: a rerun lists it
 again without reading it or adding a manifest row.
@@ -29,14 +30,13 @@ storing (DuckDB stores on about one core):
   crashes, hangs or runs out of memory rejects its file, not the run;
 - staging: reads a batch of whole files into DuckDB (`stage.batch`), cast to the
   contract, and has Great Expectations validate it;
-- the caller's thread: stores each file of the previous batch in its own
-  transaction, and is the only one that writes the warehouse.
+- the caller's thread: stores the previous batch, and is the only one that
+  writes the warehouse.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import queue
 import sys
 import threading
@@ -130,7 +130,7 @@ class IngestResult:
 
 @dataclass
 class _StoreJob:
-    """What one transaction writes: a manifest row, and for a loaded file its staged rows."""
+    """What storing one file writes: a manifest row, and for a loaded file its staged rows."""
 
     index: int
     result: FileResult
@@ -144,7 +144,7 @@ class _StoreJob:
 class _Batch:
     """A batch of files, its rows staged and validated, waiting to be stored."""
 
-    jobs: list[_StoreJob]  # one transaction each: loaded and rejected files
+    jobs: list[_StoreJob]  # loaded and rejected files: a manifest row each
     decided: list[tuple[int, FileResult]]  # files skipped or rejected before: no manifest row
     failures: pa.Table | None = None  # (_id, rule, rule_pos) of the staged rows; None: no rows staged
     collided_in_run: pa.Table | None = None  # event_ids with another valid copy in this run (collisions_in_run.sql)
@@ -170,7 +170,7 @@ _NOT_THE_FILE = (duckdb.OutOfMemoryException, duckdb.InterruptException, duckdb.
 # DuckDB's worker threads, shared by the storing and the staging thread, which each run their own queries
 # too: one worker fewer than the cores keeps the two from taking turns on the same core. On 2 cores (none
 # but the callers) the 5M-row benchmark stores 20 % faster than with DuckDB's default of one per core.
-DUCKDB_THREADS = max(1, len(os.sched_getaffinity(0)) - 1) if hasattr(os, "sched_getaffinity") else 1
+DUCKDB_THREADS = max(1, isolated.CORES - 1)
 _validators: dict[Schema, Any] = {}
 
 
@@ -287,7 +287,7 @@ class Ingestor:
     The staging thread reads batches of whole files of up to `batch_rows` rows into an in-memory
     DuckDB database (`stage`), where Great Expectations validates them through its SQL data source.
     The caller's thread attaches the warehouse to the same DuckDB instance for each batch, stores
-    each file from the staged rows in its own transaction, and detaches it, so readers get the file
+    the batch's files from the staged rows (_store_batch), and detaches it, so readers get the file
     between batches. At most two batches are staged at a time: `stage.batch`, being validated, and
     `stage.validated`, being stored.
     """
@@ -301,7 +301,6 @@ class Ingestor:
         self.batch_rows = batch_rows
         self._results: dict[int, FileResult] = {}
         self._by_file_id: dict[int, FileResult] = {}
-        self._collisions = False
         self._stored_before = 0  # the last file_id of the warehouse when the run began
         self._stop = threading.Event()
         self._stored = threading.Semaphore(1)  # stage.validated may be replaced: its batch is stored
@@ -463,22 +462,23 @@ class Ingestor:
                 con.register("batch_collided", batch.collided_in_run)
                 # once per batch: one scan of the event_ids stored before this run
                 sqlfiles.run(con, "ingest/find_collisions", {"stored_before": self._stored_before})
-                self._collisions = con.execute("SELECT count(*) FROM collided").fetchone()[0] > 0
+                collisions = con.execute("SELECT count(*) FROM collided").fetchone()[0] > 0
             else:
-                self._collisions = False
-            for group in ([[j] for j in jobs] if self._collisions else [jobs]):
+                collisions = False
+            for group in ([[j] for j in jobs] if collisions else [jobs]):
                 stopping.check()  # between transactions
                 if progress:
                     progress(group[-1].index, total, Path(group[-1].result.path))
-                self._store(con, group)
+                self._store(con, group, collisions)
                 for job in group:
                     self._results[job.index] = job.result
             if batch.failures is not None:
                 con.unregister("batch_failures")
                 con.unregister("batch_collided")
 
-    def _store(self, con: Any, group: list[_StoreJob]) -> None:
-        """These files in one transaction: their manifest rows, quarantined rows, new rows and GX's results."""
+    def _store(self, con: Any, group: list[_StoreJob], collisions: bool) -> None:
+        """These files in one transaction: their manifest rows, quarantined rows, new rows and GX's results.
+        `collisions`: an event_id of the batch has another valid copy (then the group is one file)."""
         ids = sorted(r[0] for r in sqlfiles.run(con, "ingest/reserve_file_ids", {"n": len(group)}).fetchall())
         for job in group:
             if job.validation is not None:  # every valid row is new, unless collisions say otherwise below
@@ -494,11 +494,11 @@ class Ingestor:
                 sqlfiles.run(con, "ingest/insert_quarantine", {"quarantined_at": self.now})
                 inserted = sqlfiles.run(con, "ingest/insert_events").fetchone()[0]
                 sqlfiles.run(con, "ingest/insert_validations")
-                if self._collisions:  # a group of one file (_store_batch)
+                expected = sum(job.result.accepted for job in group)
+                if collisions:
                     demoted = self._settle_collisions(con, ids[0], group[0], inserted)
-                elif inserted != sum(job.result.accepted for job in group):  # rolls the group back
-                    raise RuntimeError(f"ingest stored {inserted} rows where its counts say "
-                                       f"{sum(job.result.accepted for job in group)}")
+                elif inserted != expected:  # rolls the group back
+                    raise RuntimeError(f"ingest stored {inserted} rows where its counts say {expected}")
         con.unregister("group_files")
         con.unregister("group_validations")
         for job, file_id in zip(group, ids, strict=True):
