@@ -7,6 +7,7 @@ Rows go straight into a real DuckDB file, as in tests/test_gate.py: the gate is 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -183,6 +184,33 @@ def test_a_kept_segment_past_the_threshold_says_why_and_how_many_devices(tmp_pat
     assert "past the threshold but not yet significant at alpha 0.71%: about " in quality
     assert "more edge devices (~" in quality and "would catch a loss of twice the tolerance with 80 % power" in quality
     assert "each device counts once (a loss of users' adoption)" in quality
+
+
+def test_the_rate_gates_say_how_many_devices_would_catch_twice_their_tolerance(tmp_path):
+    """devices_to_detect for the one-sample rate gates (issue 25): the release-wide detected share is sized for
+    0.80 (twice the 0.90 floor's shortfall), from its units (per_device, as shipped: the devices with failures,
+    one each) to all edge devices; a segment whose fallback
+    excess is past the margin without the evidence yet says how many more devices would catch twice it."""
+    db_path = tmp_path / "sample.duckdb"
+    assert run_cli("ingest", "sample_logs", "--db", str(db_path), "--as-of", "2026-12-01").returncode == 0
+    proc = run_cli("gate", "--db", str(db_path), "--release", "4.12", "--as-of", "2026-12-01", "--json", "--dry-run")
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    detect = out["release_gatekeepers"]["failure_detectability"]
+    failures_needed = stats.rate_units_needed(0.90, 0.80, False, detect["tests"]["main"]["alpha"], 0.8,
+                                              sequential=True)
+    edge_devices = out["release_gatekeepers"]["fallback_rate"]["devices"]
+    assert CONFIG.statistics.estimand == "per_device"
+    expected = math.ceil(math.ceil(failures_needed * detect["design_effect"]) * edge_devices / detect["devices"])
+    assert detect["devices_to_detect"] == expected
+    assert detect["more_devices_to_detect"] == max(0, expected - edge_devices)
+    weak = next(s for s in out["segments"] if (s["task"], s["device_tier"], s["network_bucket"])
+                == ("intent", "low", "weak"))["metrics"]["fallback_rate"]
+    assert weak["status"] == "pass" and weak["measured"] - weak["baseline"] > weak["max_excess_over_cloud"]
+    assert (f"past the threshold but not yet significant at alpha 0.013%: about {weak['more_devices_to_detect']:,} "
+            f"more edge devices (~{weak['nights_to_detect']:,} nights at the current inflow) would catch an excess "
+            "over the cloud of twice the margin with 80 % power") in weak["note"]
+    assert weak["devices_to_detect"] > weak["devices"]
 
 
 # ------------------------------------------------------------------ late data

@@ -143,6 +143,49 @@ def test_sample_size_delivers_its_power_in_simulation():
         assert hits / 20_000 == pytest.approx(0.80, abs=0.03), (sequential, n, hits)
 
 
+@pytest.mark.parametrize("p0,p1,above,alpha", [(0.90, 0.80, False, 0.007), (0.15, 0.30, True, 0.0036),
+                                                 (0.05, 0.10, True, 0.05), (0.99, 0.98, False, 0.001)])
+def test_rate_sample_size_delivers_its_power_exactly_for_one_look(p0, p1, above, alpha):
+    """The one-sample rate test's size for one look, against the exact binomial power from scipy: the
+    critical count at n (the last count the exact test rejects) has probability ~0.80 under p1, within the
+    normal approximation and the lattice's steps, and one tenth fewer values fall short."""
+    def power(n: int) -> float:
+        if above:  # rejects k >= c, the smallest c with P(X >= c) <= alpha under p0
+            c = int(sps.binom.isf(alpha, n, p0))
+            while sps.binom.sf(c - 1, n, p0) > alpha:
+                c += 1
+            return float(sps.binom.sf(c - 1, n, p1))
+        c = int(sps.binom.ppf(alpha, n, p0))  # rejects k <= c, the largest c with P(X <= c) <= alpha
+        while sps.binom.cdf(c, n, p0) > alpha:
+            c -= 1
+        return float(sps.binom.cdf(c, n, p1))
+
+    n = S.rate_units_needed(p0, p1, above, alpha, 0.8, sequential=False)
+    assert power(n) == pytest.approx(0.80, abs=0.04), n
+    assert power(round(n * 0.9)) < 0.80
+    assert S.rate_units_needed(p0, p1, not above, alpha, 0.8, sequential=False) is None  # p1 on the wrong side
+
+
+def test_rate_sample_size_sequential_delivers_its_power_in_simulation():
+    """The mixture test at the stated size, one look, 4,000 binomial draws: 80 % within 3 points."""
+    rng = np.random.default_rng(29)
+    p0, p1, alpha = 0.90, 0.80, 0.007
+    n = S.rate_units_needed(p0, p1, False, alpha, 0.8, sequential=True)
+    hits = sum(S.rate_p_value(k, n, p0, False, True) <= alpha for k in rng.binomial(n, p1, 4_000))
+    assert hits / 4_000 == pytest.approx(0.80, abs=0.03), (n, hits)
+
+
+@pytest.mark.parametrize("gap,v,alpha", [(0.05, 0.2, 0.007), (0.01, 0.09, 0.05), (0.2, 3.0, 0.0005)])
+def test_difference_sample_size_equals_the_closed_form(gap, v, alpha):
+    closed = (sps.norm.isf(alpha) + sps.norm.ppf(0.8)) ** 2 * v / gap**2
+    assert S.units_needed_difference(gap, v, alpha, 0.8, 0.1, sequential=False) == math.ceil(closed)
+    seq = S.units_needed_difference(gap, v, alpha, 0.8, 2 * gap, sequential=True)
+    assert seq > math.ceil(closed)  # the always-valid boundary costs values
+    z = gap * math.sqrt(seq / v) - sps.norm.ppf(0.8)
+    assert S.msprt_p_value(z, (2 * gap) ** 2 / (v / seq)) <= alpha
+    assert S.units_needed_difference(0.0, v, alpha, 0.8, 0.1, sequential=False) is None
+
+
 def test_a_stratum_at_rate_0_or_1_keeps_the_pools_design_effect():
     pooled = 3.5
     for k in (0, 40):

@@ -74,6 +74,24 @@ class Test:
     rejected: bool = False
 
 
+DETECT_POWER = 0.8  # devices_to_detect: the power against a regression of twice the tolerance
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What a check's `test` needs to catch a regression of twice the tolerance (a quality loss of twice it,
+    a fallback excess of twice the margin, a rate twice as far from 1 or 0 as its threshold allows) with
+    DETECT_POWER: `units_at(alpha)` of the units its n counts (rows, failures or devices), `units` of them
+    present now. `past`: the point estimate is already past the threshold that test guards."""
+
+    test: str
+    units_at: Callable[[float], int | None]
+    units: float
+    devices: int  # the edge devices those units came from (a detected share's failures: all the edge devices)
+    past: bool
+    catches: str  # the regression, in the note's words: "a loss of twice the tolerance"
+
+
 @dataclass
 class GateCheck:
     gate: str
@@ -106,6 +124,7 @@ class GateCheck:
     interval_alpha: float | None = None
     interval_method: str = ""
     reading_interval: tuple[float | None, float | None] | None = None  # fixed-sample 95 %: for reading only
+    sizing: Sizing | None = field(default=None, repr=False, compare=False)  # devices_to_detect, set by measurement
 
     @property
     def blocks(self) -> bool:
@@ -368,7 +387,7 @@ class _Measure:
                          main_test=BY_NAME[name].tests[0])
 
     def _rate_test(self, check: GateCheck, name: str, r: stats.DeviceRatio, p0: float, harm_above: bool,
-                   what: str) -> None:
+                   what: str, edge_devices: int | None = None) -> None:
         """A device-level rate against a fixed threshold p0 (harm_above: harm is a rate above p0). When
         even its most extreme outcome could not decide, the check is short of data and says how many
         rows it needs (effective rows times the design effect observed)."""
@@ -383,6 +402,12 @@ class _Measure:
             check.interval_method = f"{kind} inverted: the rates no test at this alpha rejects"
         if r.devices < self.config.min_devices:
             _add_note(check, f"only {r.devices} devices: their rows counted as fully correlated")
+        p1 = _twice_the_tolerance(p0, harm_above)
+        if not safe and name == check.main_test and p1 is not None:
+            check.sizing = Sizing(name, lambda a: _rows(stats.rate_units_needed(
+                p0, p1, harm_above, a, DETECT_POWER, self.sequential), r.design_effect), r.n,
+                edge_devices or r.devices, past=r.rate > p0 if harm_above else r.rate < p0,
+                catches=f"a {what} of {p1:.3g}")
         alpha = 1 - self.conf if safe else self.split[(check.gate, name)]
         need = stats.values_needed(p0, above, alpha, self.sequential)
         if need is not None and r.n_eff < need and check.values_needed is None:
@@ -515,7 +540,7 @@ class _Measure:
             check.release_wide, check.threshold, check.measured = True, p0, r.rate
             check.rows, check.devices, check.design_effect = int(row[n] or 0), r.devices, r.design_effect
             check.note = "release-wide gatekeeper: carries its gate's alpha to the segments, never blocks"
-            self._rate_test(check, spec.tests[0], r, p0, harm_above, what)
+            self._rate_test(check, spec.tests[0], r, p0, harm_above, what, edge_devices=row["devices"])
             out[spec.name] = check
         return out
 
@@ -575,10 +600,16 @@ class _Measure:
         check.interval_method = (("mixture SPRT confidence sequence" if self.sequential else "one-look interval")
                                  + ": the relative losses whose score test at this alpha does not reject")
         units = sum(s.edge.n for s in strata)
+        cloud_units = sum(s.cloud.n for s in strata)
+        if units and cloud_units and check.burden == "prove_harm":
+            check.sizing = Sizing("", lambda a: stats.units_needed_ratio(
+                cloud_rate, check.threshold, check.threshold, a, DETECT_POWER, deff_e, deff_c, cloud_units / units,
+                tau, self.sequential), units, check.devices, past=loss > check.threshold,
+                catches="a loss of twice the tolerance")
         check.extra.update(cloud_rows=int(sum(cl[n] for _, cl in cells)),
                            cloud_devices=cloud_pool[f"{n}_devices"] if self.by_device else cloud_pool["devices"],
                            cloud_design_effect=deff_c, edge_adoption=sum(s.edge.k for s in strata) / max(1, units),
-                           edge_units=units, cloud_units=sum(s.cloud.n for s in strata),
+                           edge_units=units, cloud_units=cloud_units,
                            estimand=self.config.statistics.estimand)
         return check
 
@@ -591,7 +622,8 @@ class _Measure:
         r = self.ratio(row, "detected", "failures")
         check.measured, check.design_effect = r.rate, r.design_effect
         check.reading_interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
-        self._rate_test(check, "", r, check.threshold, harm_above=False, what="detected share")
+        self._rate_test(check, "", r, check.threshold, harm_above=False, what="detected share",
+                        edge_devices=row["devices"])
         return check
 
     def fallback_rate(self, row: dict, gates: Any) -> GateCheck:
@@ -615,9 +647,18 @@ class _Measure:
         var = r.variance + cloud.variance
         if not math.isfinite(var):
             var = r.binomial_variance * r.design_effect + cloud.binomial_variance * cloud.design_effect
-        self._z_test(check, "excess", r.rate - cloud.rate - margin, var, max(margin, MIN_FALLBACK_TAU),
+        tau = max(margin, MIN_FALLBACK_TAU)
+        self._z_test(check, "excess", r.rate - cloud.rate - margin, var, tau,
                      ("mixture SPRT" if self.sequential else "one-look z test")
                      + " of edge - cloud fallback rate against the margin, device-level variances")
+        p1 = cloud.rate + 2 * margin
+        if check.burden == "prove_harm" and 0 < p1 < 1 and cloud.n > 0:
+            # per edge row: the edge rate's variance at p1 plus the cloud's, spread over the edge rows
+            unit_variance = (r.design_effect * p1 * (1 - p1)
+                             + cloud.design_effect * cloud.rate * (1 - cloud.rate) * r.n / cloud.n)
+            check.sizing = Sizing("excess", lambda a: stats.units_needed_difference(
+                margin, unit_variance, a, DETECT_POWER, tau, self.sequential), r.n, r.devices,
+                past=r.rate - cloud.rate > margin, catches="an excess over the cloud of twice the margin")
         return check
 
     def weak_network_latency(self, row: dict, gates: Any) -> GateCheck:
@@ -834,7 +875,7 @@ def _settle(checks: Sequence[GateCheck], config: Config, days_observed: float = 
         if status == "fail" and by_test and by_test[0] in _TEST_NOTES:
             _add_note(check, _TEST_NOTES[by_test[0]])
         _draw_interval(check, outcome.get((i, check.main_test), (None, False))[0], config)
-    _size_quality(checks, config, days_observed)
+    _size(checks, config, days_observed)
 
 
 def _draw_interval(check: GateCheck, alpha: float | None, config: Config) -> None:
@@ -848,34 +889,41 @@ def _draw_interval(check: GateCheck, alpha: float | None, config: Config) -> Non
     check.borderline = _straddles(check.interval, check.threshold)
 
 
-def _size_quality(checks: Sequence[GateCheck], config: Config, days_observed: float) -> None:
-    """How many edge devices the adoption test needs to catch a loss of twice the tolerance with 80 % power,
-    at the level this check was tested at and with the design effects and cloud share observed, and how many
-    more nights that takes at the inflow so far (devices seen / days observed)."""
+def _twice_the_tolerance(p0: float, harm_above: bool) -> float | None:
+    """The rate a one-sample rate gate's devices_to_detect is sized for: a ceiling p0 doubled, or a floor
+    p0 with twice the shortfall from 1 it allows (detected share 0.90: 0.80); None outside (0, 1)."""
+    p1 = 2 * p0 if harm_above else 2 * p0 - 1
+    return p1 if 0 < p1 < 1 else None
+
+
+def _rows(effective: int | None, design_effect: float) -> int | None:
+    return None if effective is None else math.ceil(effective * design_effect)
+
+
+def _size(checks: Sequence[GateCheck], config: Config, days_observed: float) -> None:
+    """devices_to_detect (Sizing), at the level the sized test was tested at: how many edge devices, and
+    how many more nights at the inflow so far (devices seen / days observed), until a regression of twice
+    the tolerance is caught with DETECT_POWER, with the design effects and cloud share observed."""
     for c in checks:
-        if c.gate != "quality_loss" or "" not in c.tests or not c.baseline or not c.devices:
+        if c.sizing is None or c.sizing.test not in c.tests or not c.sizing.devices or not c.sizing.units:
             continue
-        edge_units, cloud_units = c.extra.get("edge_units") or 0, c.extra.get("cloud_units") or 0
-        if not edge_units or not cloud_units:
-            continue
-        alpha = c.tests[""].alpha or budget_split(config)[("quality_loss", "")]
-        units = stats.units_needed_ratio(
-            c.baseline, c.threshold, c.threshold, alpha, 0.8, c.design_effect or 1.0,
-            c.extra.get("cloud_design_effect") or 1.0, cloud_units / edge_units, 2 * c.threshold * c.baseline,
-            config.statistics.method == "sequential")
+        test = c.tests[c.sizing.test]
+        alpha = test.alpha or budget_split(config)[(c.gate, c.sizing.test)]
+        units = c.sizing.units_at(alpha)
         if units is None:
             continue
-        devices = math.ceil(units * c.devices / edge_units)
-        more = max(0, devices - c.devices)
+        now = c.sizing.devices
+        devices = math.ceil(units * now / c.sizing.units)
+        more = max(0, devices - now)
         c.extra["devices_to_detect"] = devices
         c.extra["more_devices_to_detect"] = more
-        inflow = c.devices / days_observed if days_observed > 0 else 0.0
+        inflow = now / days_observed if days_observed > 0 else 0.0
         c.extra["nights_to_detect"] = math.ceil(more / inflow) if more and inflow else 0
-        if c.measured is not None and c.threshold is not None and c.measured > c.threshold and c.status != "fail":
+        if c.sizing.past and c.status != "fail" and not test.rejected:
             wait = (f"about {more:,} more edge devices (~{c.extra['nights_to_detect']:,} nights at the current "
                     "inflow)" if more else "more nights of the same devices")
             _add_note(check=c, text=f"past the threshold but not yet significant at alpha {alpha * 100:.2g}%: {wait} "
-                                    "would catch a loss of twice the tolerance with 80 % power")
+                                    f"would catch {c.sizing.catches} with {DETECT_POWER * 100:.0f} % power")
 
 
 def _arrival_lag(con: Any, params: dict[str, Any]) -> dict[str, dict[str, float]] | None:

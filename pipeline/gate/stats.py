@@ -591,3 +591,37 @@ def units_needed_ratio(p_cloud: float, tolerance: float, delta: float, alpha: fl
         return math.isfinite(p) and p <= alpha
 
     return smallest_n(enough, 16, limit)
+
+
+def rate_units_needed(p0: float, p1: float, above: bool, alpha: float, power: float, sequential: bool,
+                      limit: int = 50_000_000) -> int | None:
+    """Effective values for the one-sample rate test (`rate_p_value`) to reject with probability `power`
+    when the true rate is p1, past p0 on the `above` side: the smallest n whose count at the power
+    quantile under p1, n p1 -+ z_power sqrt(n p1 (1 - p1)) (normal approximation), reaches alpha."""
+    if not (0 < p0 < 1 and 0 < p1 < 1) or (p1 > p0) != above:
+        return None
+    z_power = _N.inv_cdf(power)
+
+    def enough(n: int) -> bool:
+        spread = z_power * math.sqrt(n * p1 * (1 - p1))
+        k = min(float(n), max(0.0, n * p1 - spread if above else n * p1 + spread))
+        p = rate_p_value(k, n, p0, above, sequential)
+        return math.isfinite(p) and p <= alpha
+
+    return smallest_n(enough, 16, limit)
+
+
+def units_needed_difference(gap: float, unit_variance: float, alpha: float, power: float, tau: float,
+                            sequential: bool, limit: int = 50_000_000) -> int | None:
+    """Units for the z test of `z_p_value` to reject with probability `power` when the true effect lies
+    `gap` past its null, each unit adding `unit_variance` (the effect's variance is unit_variance / n):
+    one look, n = (z_alpha + z_power)^2 unit_variance / gap^2."""
+    if gap <= 0 or not unit_variance > 0:
+        return None
+    z_power = _N.inv_cdf(power)
+
+    def enough(n: int) -> bool:
+        p = z_p_value(gap * math.sqrt(n / unit_variance) - z_power, unit_variance / n, tau, sequential)
+        return math.isfinite(p) and p <= alpha
+
+    return smallest_n(enough, 16, limit)

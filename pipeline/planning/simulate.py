@@ -422,13 +422,15 @@ def _draw_categories(rng: np.random.Generator, cell: np.ndarray, probs: np.ndarr
     return np.searchsorted(edges, cell + u, side="right") - cell * inner.shape[1]
 
 
-def _device_adoption(rng: np.random.Generator, cat: np.ndarray, probs: np.ndarray, shift: np.ndarray,
-                     target: np.ndarray | None = None) -> np.ndarray:
-    """Move rows between ADOPT and ABANDON so that a row's chance of ADOPT is
-    expit(logit(cell's P(ADOPT)) + its device's shift), or `target` when given."""
+def _shifted(a: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """expit(logit(a) + shift): a cell's chance of ADOPT moved by its device's logit shift."""
+    a = a.clip(1e-9, 1 - 1e-9)
+    return 1 / (1 + np.exp(-(np.log(a / (1 - a)) + shift)))
+
+
+def _device_adoption(rng: np.random.Generator, cat: np.ndarray, probs: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Move rows between ADOPT and ABANDON so that a row's chance of ADOPT is `target` (its device's)."""
     a = probs[:, ADOPT].clip(1e-9, 1 - 1e-9)
-    if target is None:
-        target = 1 / (1 + np.exp(-(np.log(a / (1 - a)) + shift)))
     u = rng.random(len(cat))
     up = (target > a) & (cat != ADOPT) & (u < (target - a) / (1 - a))
     down = (target < a) & (cat == ADOPT) & (u < (a - target) / a)
@@ -478,13 +480,20 @@ def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEP
     cell = ((task * 4 + tier) * 3 + bucket) * 2 + edge
     probs = _cell_probs(m)
     cat = _draw_categories(rng, cell, probs)
+    p_adopt = probs[cell, ADOPT]  # a row's chance of ADOPT, after its device's own propensity
     if pop.device_adoption_sd:
-        cat = _device_adoption(rng, cat, probs[cell], dev["adoption_shift"][d])
+        p_adopt = _shifted(p_adopt, dev["adoption_shift"][d])
+        cat = _device_adoption(rng, cat, probs[cell], p_adopt)
     if pop.adoption_concentration:
-        cat = _device_adoption(rng, cat, probs[cell], np.zeros(n), _propensity_target(dev, d, task, probs[cell], pop))
-    if edge_adoption_loss:  # exact: ADOPT rows go with the probability that removes this share of all adoptions
-        p_adopt, p_auto = probs[cell, ADOPT], probs[cell, AUTO_ADOPT]
-        flip = edge & (cat == ADOPT) & (rng.random(n) < edge_adoption_loss * (p_adopt + p_auto) / p_adopt)
+        p_adopt = _propensity_target(dev, d, task, probs[cell], pop)
+        cat = _device_adoption(rng, cat, probs[cell], p_adopt)
+    if edge_adoption_loss:
+        # exact per row, so per device: ADOPT rows go with the probability that removes this share of the
+        # row's whole chance of adoption (its device's ADOPT plus the auto-adopted share)
+        a = probs[cell, ADOPT].clip(1e-9, 1 - 1e-9)  # _device_adoption took raised ADOPT rows from the others
+        p_auto = probs[cell, AUTO_ADOPT] * np.where(p_adopt > a, (1 - p_adopt) / (1 - a), 1.0)
+        lose = edge_adoption_loss * (p_adopt + p_auto) / np.maximum(p_adopt, 1e-12)
+        flip = edge & (cat == ADOPT) & (rng.random(n) < lose)
         cat = np.where(flip, ABANDON, cat)
     checked = np.array([c[1] for c in CATEGORIES])[cat]  # a check rejected the edge draft
     auto = checked & ~offline  # offline: no cloud to re-serve it

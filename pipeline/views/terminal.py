@@ -303,7 +303,7 @@ def _extra(name: str, value: Any) -> str:
         "cap_seconds": lambda v: f"cap {v:,.0f} s of edge inference per device-day",
         "edge_adoption": lambda v: f"edge adoption {percent(v)}",
         "cloud_rows": lambda v: f"{v:,} cloud rows",
-        "devices_to_detect": lambda v: f"{v:,} edge devices would catch a loss of twice the threshold (80% power, "
+        "devices_to_detect": lambda v: f"{v:,} edge devices would catch twice the tolerance (80% power, "
                                        "at the alpha this test has now)",
         "more_devices_to_detect": lambda v: f"{v:,} more than now" if v else "",
         "nights_to_detect": lambda v: f"about {v:,} more nights at the current inflow" if v else "",
