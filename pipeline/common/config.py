@@ -17,6 +17,7 @@ from typing import Any
 from pipeline.common import package_data
 from pipeline.common.errors import ConfigError
 from pipeline.common.registry import CLOUD_CHECK_CATCHES, ESTIMANDS, GATE_NAMES
+from pipeline.common.vocabulary import ROUTES, Route
 from pipeline.common.yamlspec import build, read_yaml, setting
 
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
@@ -140,14 +141,13 @@ class Alerts:
                                       "loaded for longer than this many days")
 
 
-ROUTES = ("edge", "edge_with_cloud_check", "cloud")
 
 
 @dataclass(frozen=True)
 class Routing:
     cloud_check_catches: tuple[str, ...] = _f(CLOUD_CHECK_CATCHES, choices=GATE_NAMES,
                                               help="gates whose failures a cloud check of the edge draft catches")
-    insufficient_data_route: str = _f("edge_with_cloud_check", choices=ROUTES)
+    insufficient_data_route: str = _f(Route.EDGE_WITH_CLOUD_CHECK.value, choices=ROUTES)
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,27 @@ names them: "" is the gate's main test, others are named parts (a family each).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Gate(StrEnum):
+    """The gates' names: the keys of gates/admission.yaml and of every output."""
+
+    PEAK_MEMORY = "peak_memory"
+    RESIDENT_MEMORY = "resident_memory"
+    INFERENCE_DURATION = "inference_duration"
+    COLD_START = "cold_start"
+    QUALITY_LOSS = "quality_loss"
+    FAILURE_DETECTABILITY = "failure_detectability"
+    FALLBACK_RATE = "fallback_rate"
+    WEAK_NETWORK_LATENCY = "weak_network_latency"
+    THERMAL = "thermal"
+    DAILY_EDGE_SECONDS = "daily_edge_seconds"
 
 
 @dataclass(frozen=True)
 class GateSpec:
-    name: str  # the key in gates/admission.yaml and in every output
+    name: Gate
     label: str  # for people: column headers, alerts, the report
     unit: str  # of the measured figure: "ratio of RAM", "ms", "share", "relative loss", "°C"
     kind: str
@@ -33,23 +49,23 @@ class GateSpec:
 
 
 GATES: tuple[GateSpec, ...] = (
-    GateSpec("peak_memory", "peak memory", "ratio of RAM", "p95_budget", "peak", "peak mem",
+    GateSpec(Gate.PEAK_MEMORY, "peak memory", "ratio of RAM", "p95_budget", "peak", "peak mem",
              threshold_key="max_p95_ratio"),
-    GateSpec("resident_memory", "resident memory", "ratio of RAM", "p95_budget", "resident", "resident mem",
+    GateSpec(Gate.RESIDENT_MEMORY, "resident memory", "ratio of RAM", "p95_budget", "resident", "resident mem",
              threshold_key="max_p95_ratio"),
-    GateSpec("inference_duration", "inference duration", "ms", "p95_budget", "total", "p95 ms",
+    GateSpec(Gate.INFERENCE_DURATION, "inference duration", "ms", "p95_budget", "total", "p95 ms",
              threshold_key="max_p95_ms"),
-    GateSpec("cold_start", "cold start", "ms", "p95_budget", "cold", "cold start ms", threshold_key="max_p95_ms"),
-    GateSpec("quality_loss", "quality loss", "relative loss", "comparison", "adopted", "quality loss",
+    GateSpec(Gate.COLD_START, "cold start", "ms", "p95_budget", "cold", "cold start ms", threshold_key="max_p95_ms"),
+    GateSpec(Gate.QUALITY_LOSS, "quality loss", "relative loss", "comparison", "adopted", "quality loss",
              threshold_key="max_relative_loss", cloud_check_catches=True),
-    GateSpec("failure_detectability", "failure detectability", "share", "rate", "detected", "detected", "min",
+    GateSpec(Gate.FAILURE_DETECTABILITY, "failure detectability", "share", "rate", "detected", "detected", "min",
              threshold_key="min_share", cloud_check_catches=True),
-    GateSpec("fallback_rate", "fallback rate", "share", "rate", "fallbacks", "fallback", threshold_key="max_rate",
+    GateSpec(Gate.FALLBACK_RATE, "fallback rate", "share", "rate", "fallbacks", "fallback", threshold_key="max_rate",
              cloud_check_catches=True, tests=("ceiling", "excess")),
-    GateSpec("weak_network_latency", "weak-network latency", "ms", "comparison", "total", "weak-net ms"),
-    GateSpec("thermal", "thermal", "°C", "p95_budget", "rise", "rise °C", threshold_key="max_p95_rise_c",
+    GateSpec(Gate.WEAK_NETWORK_LATENCY, "weak-network latency", "ms", "comparison", "total", "weak-net ms"),
+    GateSpec(Gate.THERMAL, "thermal", "°C", "p95_budget", "rise", "rise °C", threshold_key="max_p95_rise_c",
              tests=("", "throttled_share")),
-    GateSpec("daily_edge_seconds", "daily edge seconds", "share", "count_share", "device_days", "day cap",
+    GateSpec(Gate.DAILY_EDGE_SECONDS, "daily edge seconds", "share", "count_share", "device_days", "day cap",
              threshold_key="max_share_over_cap"),
 )
 

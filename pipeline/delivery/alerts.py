@@ -43,6 +43,7 @@ from pipeline.common.appendlog import append_line
 from pipeline.common.config import Config
 from pipeline.common.errors import TransientError
 from pipeline.common.registry import label
+from pipeline.common.vocabulary import Status
 from pipeline.rollout import state as rollout
 from pipeline.views.render import fmt_value
 from pipeline.warehouse import db, sqlfiles
@@ -73,7 +74,7 @@ def build_alert(release: str, before: rollout.Status, after: rollout.Status, sta
              f"evaluated as of {result['as_of']}: verdict {result['verdict']}; routes now: {shown_routes}; "
              f"see `pipeline state --release {release}`"]
     for g, c in result["release_wide"].items():
-        if c["status"] == "fail" and c["mode"] == "enforce":
+        if c["status"] == Status.FAIL and c["mode"] == "enforce":
             lines.append(f"release-wide {label(g)}: {fmt_value(c['measured'])} vs threshold "
                          f"{fmt_value(c['threshold'])}")
     metrics = {f"{s['task']}/{s['device_tier']}/{s['network_bucket']}": s for s in result["segments"]}

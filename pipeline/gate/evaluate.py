@@ -39,7 +39,8 @@ from pipeline.common import clock
 from pipeline.common.config import Config
 from pipeline.common.errors import UnknownRelease
 from pipeline.common.output_schema import SCHEMA_VERSION
-from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES
+from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, Gate
+from pipeline.common.vocabulary import Bucket, Status, Verdict
 from pipeline.gate import quantiles, stats
 from pipeline.warehouse import sketch, sqlfiles
 
@@ -49,7 +50,7 @@ WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
-STATUSES = ("pass", "fail", "insufficient_data", "not_applicable")
+STATUSES = (Status.PASS, Status.FAIL, Status.INSUFFICIENT_DATA, Status.NOT_APPLICABLE)
 P95 = quantiles.P95
 # Mixing scale tau of the sequential z tests (stats.msprt_p_value): the effect worth detecting,
 # on each test's own scale. Adoption: a loss of twice the tolerance; fallback excess: the margin;
@@ -128,7 +129,7 @@ class GateCheck:
 
     @property
     def blocks(self) -> bool:
-        return self.mode == "enforce" and self.status == "fail"
+        return self.mode == "enforce" and self.status == Status.FAIL
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("status", "mode", "burden", "measured", "threshold", "baseline",
@@ -178,12 +179,12 @@ class Segment:
     def decision(self) -> str:
         enforced = [c for c in self.checks.values() if c.mode == "enforce"]
         if self.needs_rows is not None or any(c.status is None for c in enforced):
-            return "insufficient_data"
-        if any(c.status == "fail" for c in enforced):
-            return "rollback_to_cloud"
-        if any(c.status == "insufficient_data" for c in enforced):
-            return "insufficient_data"
-        return "keep_edge"
+            return Verdict.INSUFFICIENT_DATA
+        if any(c.status == Status.FAIL for c in enforced):
+            return Verdict.ROLLBACK_TO_CLOUD
+        if any(c.status == Status.INSUFFICIENT_DATA for c in enforced):
+            return Verdict.INSUFFICIENT_DATA
+        return Verdict.KEEP_EDGE
 
     @property
     def failed_gates(self) -> list[str]:
@@ -192,7 +193,8 @@ class Segment:
     def to_dict(self) -> dict[str, Any]:
         d = {"task": self.task, "device_tier": self.device_tier, "network_bucket": self.network_bucket,
              "rows": self.rows, "decision": self.decision, "failed_gates": self.failed_gates,
-             "observed_failures": [g for g, c in self.checks.items() if c.mode == "observe" and c.status == "fail"],
+             "observed_failures": [g for g, c in self.checks.items()
+                                   if c.mode == "observe" and c.status == Status.FAIL],
              "metrics": {g: c.to_dict() for g, c in self.checks.items()}}
         if self.needs_rows is not None:
             d["needs_rows"] = self.needs_rows
@@ -235,7 +237,7 @@ class GateResult:
 
     @property
     def judged(self) -> list[Segment]:
-        return [s for s in self.segments if s.decision != "insufficient_data"]
+        return [s for s in self.segments if s.decision != Verdict.INSUFFICIENT_DATA]
 
     @property
     def verdict(self) -> str:
@@ -248,23 +250,25 @@ class GateResult:
     def _verdict(self) -> tuple[str, str]:
         if not self.segments:
             if self.cloud_only:
-                return "insufficient_data", "the release has only cloud rows in the window: no edge route to judge"
-            return "insufficient_data", "the release has no rows in the evaluation window"
+                return (Verdict.INSUFFICIENT_DATA,
+                        "the release has only cloud rows in the window: no edge route to judge")
+            return Verdict.INSUFFICIENT_DATA, "the release has no rows in the evaluation window"
         judged = self.judged
         if not judged:
-            return "insufficient_data", "no segment has enough rows to judge"
+            return Verdict.INSUFFICIENT_DATA, "no segment has enough rows to judge"
         if any(c.blocks for c in self.release_wide.values()):
-            return "rollback_to_cloud", "a release-wide gate failed"
-        rolled = [s for s in judged if s.decision == "rollback_to_cloud"]
+            return Verdict.ROLLBACK_TO_CLOUD, "a release-wide gate failed"
+        rolled = [s for s in judged if s.decision == Verdict.ROLLBACK_TO_CLOUD]
         if len(rolled) == len(judged):
-            return "rollback_to_cloud", "every judged segment rolls back"
+            return Verdict.ROLLBACK_TO_CLOUD, "every judged segment rolls back"
         if rolled:
-            return "partial_rollback", f"{len(rolled)} of {len(judged)} judged segments roll back"
-        return "keep_edge", f"all {len(judged)} judged segments keep the edge route"
+            return Verdict.PARTIAL_ROLLBACK, f"{len(rolled)} of {len(judged)} judged segments roll back"
+        return Verdict.KEEP_EDGE, f"all {len(judged)} judged segments keep the edge route"
 
     @property
     def exit_code(self) -> int:
-        return {"keep_edge": 0, "partial_rollback": 1, "rollback_to_cloud": 1, "insufficient_data": 3}[self.verdict]
+        return {Verdict.KEEP_EDGE: 0, Verdict.PARTIAL_ROLLBACK: 1, Verdict.ROLLBACK_TO_CLOUD: 1,
+                Verdict.INSUFFICIENT_DATA: 3}[self.verdict]
 
     def checks(self) -> list[GateCheck]:
         """Every check of the evaluation once (pooled quality checks are shared by their segments)."""
@@ -469,21 +473,21 @@ class _Measure:
         return sketch.widen(interval, self.f.relative_error) if self.f.relative_error and interval else interval
 
     def peak_memory(self, row: dict, gates: Any) -> GateCheck:
-        return self._budget("peak_memory", row, gates)
+        return self._budget(Gate.PEAK_MEMORY, row, gates)
 
     def resident_memory(self, row: dict, gates: Any) -> GateCheck:
-        return self._budget("resident_memory", row, gates)
+        return self._budget(Gate.RESIDENT_MEMORY, row, gates)
 
     def inference_duration(self, row: dict, gates: Any) -> GateCheck:
-        return self._budget("inference_duration", row, gates)
+        return self._budget(Gate.INFERENCE_DURATION, row, gates)
 
     def cold_start(self, row: dict, gates: Any) -> GateCheck:
         if row["cold_n"] == 0:
-            check = self._new("cold_start", gates)
+            check = self._new(Gate.COLD_START, gates)
             check.inapplicable, check.note = True, "no cold starts"
             return check
         # cold starts are rare by design: the test's own values_needed says when there are enough
-        return self._budget("cold_start", row, gates, min_rows=1)
+        return self._budget(Gate.COLD_START, row, gates, min_rows=1)
 
     def quality_loss(self, row: dict, gates: Any) -> GateCheck:
         key = (row["task"], row["device_tier"])
@@ -502,10 +506,11 @@ class _Measure:
             strata = [(self.f.get("edge", (task, tier, b)), self.f.get("cloud", cloud_key(b))) for b in buckets]
             strata = [(e, cl) for e, cl in strata if e and cl]
             if cloud_pool and sum(cl["rows"] for _, cl in strata) >= c.min_cloud_rows_for_baseline:
+                offline = Bucket.OFFLINE in buckets
                 note = "stratified over network buckets" + (
-                    "; offline rows not compared (no cloud baseline offline)" if "offline" in buckets else "")
-                return self._quality(strata, edge_pool, cloud_pool, LEVEL_NAMES[level], gates, note)
-        check = self._new("quality_loss", gates)
+                    "; offline rows not compared (no cloud baseline offline)" if offline else "")
+                return self._quality(strata, edge_pool, cloud_pool, LEVEL_NAMES[level], gates, note, offline)
+        check = self._new(Gate.QUALITY_LOSS, gates)
         check.short_of_data, check.note = True, "no cloud baseline with enough rows"
         return check
 
@@ -525,11 +530,11 @@ class _Measure:
             if spec.kind == "p95_budget":
                 n, k, p0, harm_above, what = f"{spec.figure}_n", f"{spec.figure}_over", 1 - P95, True, \
                     "share of values above their task's budget"
-            elif spec.name in ("failure_detectability", "fallback_rate"):
+            elif spec.name in (Gate.FAILURE_DETECTABILITY, Gate.FALLBACK_RATE):
                 thresholds = {getattr(g, spec.threshold_key) for g in settings}
                 if len(thresholds) != 1:
                     continue  # tasks with their own thresholds: no one release-wide hypothesis
-                n, k = ("failures", "detected") if spec.name == "failure_detectability" else ("rows", "fallbacks")
+                n, k = ("failures", "detected") if spec.name == Gate.FAILURE_DETECTABILITY else ("rows", "fallbacks")
                 p0, harm_above, what = thresholds.pop(), spec.direction == "max", spec.label
             else:
                 continue
@@ -550,7 +555,7 @@ class _Measure:
         strata = [(e, cl) for e, cl in strata if cl]
         edge_all, cloud_all = self.f.get("edge", ()), self.f.get("cloud", ())
         if not cloud_all or sum(cl["rows"] for _, cl in strata) < self.config.min_cloud_rows_for_baseline:
-            check = self._new("quality_loss", self.config.gates)
+            check = self._new(Gate.QUALITY_LOSS, self.config.gates)
             check.short_of_data, check.note = True, "no cloud baseline with enough rows"
             return check
         check = self._quality(strata, edge_all, cloud_all, "release", self.config.gates,
@@ -559,18 +564,18 @@ class _Measure:
         return check
 
     def _quality(self, cells: list[tuple[dict, dict]], edge_pool: dict, cloud_pool: dict, level: str,
-                 gates: Any, note: str) -> GateCheck:
+                 gates: Any, note: str, offline: bool = False) -> GateCheck:
         """Farrington-Manning score test of edge >= (1 - tolerance) x cloud adoption, each arm's variance times
         its device design effect. Counting requests: strata (network buckets) combined with Mantel-Haenszel
         weights, with the pool's design effect. Counting devices (per_device, capped_requests): the pool's
         devices compared whole, each by its rate over its online rows (offline rows have no cloud baseline),
         one stratum with each arm's own design effect: a device's rate within one bucket is noisier than its
         rate over the pool, so the pool's design effect would understate a bucket's variance."""
-        check = self._new("quality_loss", gates)
+        check = self._new(Gate.QUALITY_LOSS, gates)
         if self.by_device:
             cells = [(edge_pool, cloud_pool)]
             n, k, note = "online_rows", "online_adopted", "devices compared whole over their online rows" + (
-                "; offline rows not compared (no cloud baseline offline)" if "offline" in note else "")
+                "; offline rows not compared (no cloud baseline offline)" if offline else "")
             edge, cloud = self.ratio(edge_pool, k, n), self.ratio(cloud_pool, k, n)
             deff_e, deff_c = edge.design_effect, cloud.design_effect
             strata = [stats.Stratum(edge, cloud)] if edge.n > 0 and cloud.n > 0 else []
@@ -614,7 +619,7 @@ class _Measure:
         return check
 
     def failure_detectability(self, row: dict, gates: Any) -> GateCheck:
-        check = self._new("failure_detectability", gates)
+        check = self._new(Gate.FAILURE_DETECTABILITY, gates)
         check.rows, check.devices = row["failures"], row["failures_devices"]
         if row["failures"] == 0:
             check.inapplicable, check.note = True, "no failures"
@@ -628,7 +633,7 @@ class _Measure:
 
     def fallback_rate(self, row: dict, gates: Any) -> GateCheck:
         c = self.config
-        check = self._new("fallback_rate", gates)
+        check = self._new(Gate.FALLBACK_RATE, gates)
         r = self.ratio(row, "fallbacks", "rows")
         check.rows, check.devices, check.design_effect = row["rows"], row["devices"], r.design_effect
         check.measured = r.rate
@@ -666,13 +671,13 @@ class _Measure:
         Bahadur's representation (device-level variance of the share above it over the density there).
         The baseline stays in the weak bucket, own segment first, then all tiers."""
         c = self.config
-        check = self._new("weak_network_latency", gates)
-        if row["network_bucket"] != "weak":
+        check = self._new(Gate.WEAK_NETWORK_LATENCY, gates)
+        if row["network_bucket"] != Bucket.WEAK:
             check.inapplicable, check.note = True, "only judged in weak networks"
             return check
         task, tier = row["task"], row["device_tier"]
         base, level, base_key = None, None, None
-        for lvl, key in ((0, (task, tier, "weak")), (2, (task, "*", "weak"))):
+        for lvl, key in ((0, (task, tier, Bucket.WEAK.value)), (2, (task, "*", Bucket.WEAK.value))):
             cand = self.f.get("cloud", key)
             if cand and cand["total_n"] >= c.min_cloud_rows_for_baseline:
                 base, level, base_key = cand, LEVEL_NAMES[lvl], key
@@ -682,7 +687,7 @@ class _Measure:
         if base is None or row["total_n"] < c.min_measured_rows:
             check.short_of_data, check.note = True, "too few weak-network rows on one side"
             return check
-        edge = self._log_p95(row, self.f.weak.get(("edge", (task, tier, "weak"))))
+        edge = self._log_p95(row, self.f.weak.get(("edge", (task, tier, Bucket.WEAK.value))))
         cloud = self._log_p95(base, self.f.weak.get(("cloud", base_key)))
         check.measured, check.baseline, check.baseline_level = row["total_p95"], base["total_p95"], level
         check.threshold = base["total_p95"]
@@ -716,7 +721,7 @@ class _Measure:
         return math.log(p95), share_var * sparsity**2 / p95**2, share.design_effect
 
     def thermal(self, row: dict, gates: Any) -> GateCheck:
-        check = self._budget("thermal", row, gates)
+        check = self._budget(Gate.THERMAL, row, gates)
         ceiling = gates.thermal.max_throttled_share
         check.extra["max_throttled_share"] = ceiling
         if row["throttled_n"] >= self.config.min_measured_rows:
@@ -728,7 +733,7 @@ class _Measure:
         return check
 
     def daily_edge_seconds(self, row: dict, gates: Any) -> GateCheck:
-        check = self._new("daily_edge_seconds", gates)
+        check = self._new(Gate.DAILY_EDGE_SECONDS, gates)
         dd = self.device_days.get((row["task"], row["device_tier"], row["network_bucket"]))
         check.extra["cap_seconds"] = self.config.network.daily_edge_seconds_cap
         if not dd:
@@ -803,13 +808,13 @@ def _statuses(checks: Sequence[GateCheck], outcome: dict[tuple[int, str], tuple[
                        if t.burden == "prove_safe" and math.isfinite(t.p_value) and check.values_needed is None)
         undecidable = any(not math.isfinite(t.p_value) for t in check.tests.values())
         if check.inapplicable:
-            statuses.append("not_applicable")
+            statuses.append(Status.NOT_APPLICABLE)
         elif harm or unproven:
-            statuses.append("fail")
+            statuses.append(Status.FAIL)
         elif check.short_of_data or undecidable or check.values_needed is not None or not check.tests:
-            statuses.append("insufficient_data")  # no evidence is never a pass
+            statuses.append(Status.INSUFFICIENT_DATA)  # no evidence is never a pass
         else:
-            statuses.append("pass")
+            statuses.append(Status.PASS)
     return statuses
 
 
@@ -872,7 +877,7 @@ def _settle(checks: Sequence[GateCheck], config: Config, days_observed: float = 
         finite = [t.p_value for t in check.tests.values() if math.isfinite(t.p_value)]
         check.p_value = min(finite) if finite else None
         by_test = [name for name, t in check.tests.items() if t.rejected and t.burden == "prove_harm"]
-        if status == "fail" and by_test and by_test[0] in _TEST_NOTES:
+        if status == Status.FAIL and by_test and by_test[0] in _TEST_NOTES:
             _add_note(check, _TEST_NOTES[by_test[0]])
         _draw_interval(check, outcome.get((i, check.main_test), (None, False))[0], config)
     _size(checks, config, days_observed)
@@ -919,7 +924,7 @@ def _size(checks: Sequence[GateCheck], config: Config, days_observed: float) -> 
         c.extra["more_devices_to_detect"] = more
         inflow = now / days_observed if days_observed > 0 else 0.0
         c.extra["nights_to_detect"] = math.ceil(more / inflow) if more and inflow else 0
-        if c.sizing.past and c.status != "fail" and not test.rejected:
+        if c.sizing.past and c.status != Status.FAIL and not test.rejected:
             wait = (f"about {more:,} more edge devices (~{c.extra['nights_to_detect']:,} nights at the current "
                     "inflow)" if more else "more nights of the same devices")
             _add_note(check=c, text=f"past the threshold but not yet significant at alpha {alpha * 100:.2g}%: {wait} "
@@ -988,7 +993,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                    for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, params)}
     measure = _Measure(figures, device_days, config)
     segments = [measure.segment(row) for row in figures.segments()]
-    release_wide = {"quality_loss": measure.release_quality()} if segments else {}
+    release_wide = {Gate.QUALITY_LOSS: measure.release_quality()} if segments else {}
     gatekeepers = measure.gatekeepers() if segments else {}
     result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
                         gatekeepers=gatekeepers, cloud_only=not segments and figures.get("cloud", ()) is not None,

@@ -33,12 +33,11 @@ from pipeline.common import clock
 from pipeline.common.config import CloudCost, Config
 from pipeline.common.errors import UnknownRelease
 from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.common.vocabulary import BUCKETS, TIERS
 from pipeline.planning.estimates import EstimateTable, estimate_tables
 from pipeline.warehouse import sqlfiles
 
 SEGMENTS_SQL = "ledger/segments"
-TIER_ORDER = ("low", "mid", "high", "flagship")
-BUCKET_ORDER = ("normal", "weak", "offline")
 COUNT_COLUMNS = ("edge_requests", "cloud_checks", "offline_served", "fallbacks", "fallback_tokens", "avoided",
                  "avoided_tokens", "edge_seconds", "throttled_known", "throttled", "over_10s", "edge_abandoned",
                  "cloud_requests", "cloud_abandoned")
@@ -277,7 +276,7 @@ def _basis(name: str) -> str:
 def _order(s: SegmentLedger) -> tuple:
     def rank(v: str, known: tuple[str, ...]) -> tuple[int, str]:
         return (known.index(v), "") if v in known else (len(known), v)
-    return s.task, rank(s.device_tier, TIER_ORDER), rank(s.network_bucket, BUCKET_ORDER)
+    return s.task, rank(s.device_tier, TIERS), rank(s.network_bucket, BUCKETS)
 
 
 def compute_ledger(con: duckdb.DuckDBPyConnection, release: str, config: Config, as_of: datetime | None = None,

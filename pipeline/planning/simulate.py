@@ -13,8 +13,8 @@ on high/flagship. Each request picks a device, a task (rewrite/intent/summarize
 0.45/0.35/0.20) with lognormal prompt/output tokens (medians 150/60, 40/5,
 300/120) and a network (wifi .45, 5g .15, 4g .25, 3g .07, 2g .03, offline .04,
 unknown .01) with a lognormal RTT (wifi ~40 ms, 4g ~90, 3g ~350, 2g ~800; null
-offline). The bucket is the contract's: offline; weak = 2g/3g or rtt >= 300 ms
-(WEAK_RTT_MS); else normal.
+offline). The bucket is the contract's: offline; weak = a weak network type or an rtt at or above the
+cut, as the shipped config sets them (SHIPPED_NETWORK); else normal.
 
 Routing. 20 % of online requests are the cloud hold-back baseline and 3 % are
 `edge_with_cloud_check`; the rest, and every offline request, run on the edge.
@@ -76,6 +76,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.common.config import NETWORK_TYPES, Network
+from pipeline.common.vocabulary import TIERS, Route, Tier
 from pipeline.warehouse.schema import load_schema
 
 SCENARIOS: dict[str, str] = {
@@ -101,30 +103,29 @@ SCENARIOS: dict[str, str] = {
                            " fails cold_start on low tier only",
 }
 
-WEAK_RTT_MS = 300.0  # the contract's default weak-network threshold (gates/ holds the real one)
+SHIPPED_NETWORK = Network()  # the shipped weak-network cut and weak network types (a config may differ)
 
 TASKS = ("rewrite", "intent", "summarize")
 TASK_P = (0.45, 0.35, 0.20)
 # (median, sigma) of lognormal prompt and output tokens per task
 TOKENS = {"rewrite": ((150, 0.35), (60, 0.30)), "intent": ((40, 0.35), (5, 0.30)),
           "summarize": ((300, 0.30), (120, 0.25))}
-TIERS = ("low", "mid", "high", "flagship")
 TIER_P = (0.25, 0.40, 0.25, 0.10)
-MEM_CLASSES = {"low": ((4,), (1.0,)), "mid": ((6, 8), (0.6, 0.4)), "high": ((8, 12), (0.6, 0.4)),
-               "flagship": ((12, 16), (0.6, 0.4))}
-SOCS = {"low": ("helio-g85", "unisoc-t606", "snapdragon-480", "exynos-850"),
-        "mid": ("snapdragon-7gen1", "dimensity-7050", "exynos-1380", "snapdragon-778g"),
-        "high": ("snapdragon-8gen1", "dimensity-8300", "tensor-g3", "apple-a15"),
-        "flagship": ("snapdragon-8gen3", "dimensity-9300", "apple-a17-pro", "tensor-g4")}
+MEM_CLASSES = {Tier.LOW: ((4,), (1.0,)), Tier.MID: ((6, 8), (0.6, 0.4)), Tier.HIGH: ((8, 12), (0.6, 0.4)),
+               Tier.FLAGSHIP: ((12, 16), (0.6, 0.4))}
+SOCS = {Tier.LOW: ("helio-g85", "unisoc-t606", "snapdragon-480", "exynos-850"),
+        Tier.MID: ("snapdragon-7gen1", "dimensity-7050", "exynos-1380", "snapdragon-778g"),
+        Tier.HIGH: ("snapdragon-8gen1", "dimensity-8300", "tensor-g3", "apple-a15"),
+        Tier.FLAGSHIP: ("snapdragon-8gen3", "dimensity-9300", "apple-a17-pro", "tensor-g4")}
 ALL_SOCS = tuple(s for tier in TIERS for s in SOCS[tier])
 NPU_P = (0.15, 0.45, 0.85, 0.95)
 ANDROID = ("android-12", "android-13", "android-14", "android-15")
 IOS = ("ios-17", "ios-18")
-NETWORKS = ("wifi", "5g", "4g", "3g", "2g", "offline", "unknown")
+NETWORKS = NETWORK_TYPES
 NETWORK_P = (0.45, 0.15, 0.25, 0.07, 0.03, 0.04, 0.01)
 RTT = {"wifi": (40, 0.5), "5g": (45, 0.5), "4g": (90, 0.5), "3g": (350, 0.45), "2g": (800, 0.45),
        "offline": (1, 0), "unknown": (150, 0.6)}
-ROUTES = ("edge", "cloud", "edge_with_cloud_check")
+ROUTES = (Route.EDGE.value, Route.CLOUD.value, Route.EDGE_WITH_CLOUD_CHECK.value)  # the codes 0, 1, 2 below
 
 # Outcome categories: (outcome, a check rejected the edge draft, edge/cloud error).
 CATEGORIES = (("adopted", False, False), ("adopted", True, False), ("edited", True, False),
@@ -461,7 +462,8 @@ def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEP
     rtt_median, rtt_sigma = np.array([RTT[x] for x in NETWORKS]).T
     rtt = np.where(offline, np.nan, np.round(_lognormal(rng, rtt_median[net], rtt_sigma[net], n)))
     rtt0 = np.nan_to_num(rtt)
-    weak = np.isin(net, [NETWORKS.index("2g"), NETWORKS.index("3g")]) | (rtt0 >= WEAK_RTT_MS)
+    weak_types = [NETWORKS.index(t) for t in SHIPPED_NETWORK.weak_network_types]
+    weak = np.isin(net, weak_types) | (rtt0 >= SHIPPED_NETWORK.weak_rtt_ms)
     bucket = np.where(offline, 2, weak.astype(int))
 
     r = rng.random(n)

@@ -24,6 +24,7 @@ from typing import Any
 from pipeline import __version__
 from pipeline.common.config import Config
 from pipeline.common.errors import DatabaseBusy
+from pipeline.common.vocabulary import Verdict
 from pipeline.delivery import alerts
 from pipeline.rollout import pending
 from pipeline.rollout import state as rollout
@@ -43,7 +44,7 @@ def evaluation_row(result: Any, trigger: str) -> dict[str, Any]:
         "evaluation_uid": uuid.uuid4().hex, "trigger": trigger,
         "release": result.release, "as_of": result.as_of.isoformat(), "evaluated_at": result.evaluated_at.isoformat(),
         "verdict": result.verdict, "segments_judged": len(judged),
-        "segments_rolled_back": sum(s.decision == "rollback_to_cloud" for s in judged),
+        "segments_rolled_back": sum(s.decision == Verdict.ROLLBACK_TO_CLOUD for s in judged),
         "failed_gates": sorted({g for s in judged for g in s.failed_gates}
                                | {g for g, c in result.release_wide.items() if c.blocks}),
         "config_digest": result.config_digest, "code_version": __version__,

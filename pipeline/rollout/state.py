@@ -39,12 +39,14 @@ from datetime import date, datetime
 from typing import Any
 
 from pipeline.common.config import Config, Rollout
+from pipeline.common.vocabulary import Route, Verdict
+from pipeline.common.vocabulary import Status as CheckStatus
 from pipeline.warehouse import sqlfiles
 
 STATES = ("ok", "suspect", "rolled_back", "recovering")
 RELEASE = "release"  # the segment key of the release-wide gates
 ROLLED = ("rolled_back", "recovering")
-OUTCOMES = {"rollback_to_cloud": "fail", "keep_edge": "pass", "insufficient_data": "insufficient"}
+OUTCOMES = {Verdict.ROLLBACK_TO_CLOUD: "fail", Verdict.KEEP_EDGE: "pass", Verdict.INSUFFICIENT_DATA: "insufficient"}
 
 
 @dataclass(frozen=True)
@@ -145,9 +147,10 @@ def looks_of(result: dict[str, Any]) -> dict[str, Look]:
     for s in result["segments"]:
         key = f"{s['task']}/{s['device_tier']}/{s['network_bucket']}"
         looks[key] = Look(day, OUTCOMES[s["decision"]], s["decision"], tuple(s["failed_gates"]))
-    blocking = tuple(g for g, c in result["release_wide"].items() if c["status"] == "fail" and c["mode"] == "enforce")
+    blocking = tuple(g for g, c in result["release_wide"].items()
+                     if c["status"] == CheckStatus.FAIL and c["mode"] == "enforce")
     verdict = result["verdict"]
-    outcome = "fail" if blocking else "insufficient" if verdict == "insufficient_data" else "pass"
+    outcome = "fail" if blocking else "insufficient" if verdict == Verdict.INSUFFICIENT_DATA else "pass"
     looks[RELEASE] = Look(day, outcome, verdict, blocking)
     return looks
 
@@ -216,14 +219,14 @@ class Status:
 
     @property
     def severity(self) -> str:
-        return {"rollback_to_cloud": "critical", "partial_rollback": "critical", "suspect": "warning",
-                "insufficient_data": "warning"}.get(self.kind, "info")
+        return {Verdict.ROLLBACK_TO_CLOUD: "critical", Verdict.PARTIAL_ROLLBACK: "critical", "suspect": "warning",
+                Verdict.INSUFFICIENT_DATA: "warning"}.get(self.kind, "info")
 
 
 def release_rolled_back(states: dict[str, SegmentState]) -> bool:
     rel = states.get(RELEASE)
     segments = [s for k, s in states.items() if k != RELEASE]
-    judged = [s for s in segments if s.state != "ok" or s.last_decision != "insufficient_data"]
+    judged = [s for s in segments if s.state != "ok" or s.last_decision != Verdict.INSUFFICIENT_DATA]
     rolled = [s for s in segments if s.state in ROLLED]
     return bool(rel and rel.state in ROLLED) or bool(rolled and len(rolled) == len(judged))
 
@@ -234,14 +237,14 @@ def status(states: dict[str, SegmentState]) -> Status:
     rel = states.get(RELEASE)
     rolled = tuple(sorted(k for k, s in segments.items() if s.state in ROLLED))
     if release_rolled_back(states):
-        return Status("rollback_to_cloud", tuple(sorted(segments)), total)
+        return Status(Verdict.ROLLBACK_TO_CLOUD, tuple(sorted(segments)), total)
     if rolled:
-        return Status("partial_rollback", rolled, total)
+        return Status(Verdict.PARTIAL_ROLLBACK, rolled, total)
     suspect = tuple(sorted(k for k, s in states.items() if s.state == "suspect"))
     if suspect:
         return Status("suspect", suspect, total)
-    if rel and rel.last_decision == "insufficient_data":
-        return Status("insufficient_data", (), total)
+    if rel and rel.last_decision == Verdict.INSUFFICIENT_DATA:
+        return Status(Verdict.INSUFFICIENT_DATA, (), total)
     return Status("ok", (), total)
 
 
@@ -254,13 +257,13 @@ def route_for(segment: str, states: dict[str, SegmentState], config: Config) -> 
         return "cloud", why
     if s.state in ROLLED:
         if s.failed_gates and set(s.failed_gates) <= set(config.routing.cloud_check_catches):
-            return "edge_with_cloud_check", f"{s.state}; a cloud check catches: {', '.join(s.failed_gates)}"
+            return Route.EDGE_WITH_CLOUD_CHECK, f"{s.state}; a cloud check catches: {', '.join(s.failed_gates)}"
         return "cloud", f"{s.state}: {s.reason}"
     if s.state == "suspect":
-        return "edge_with_cloud_check", f"suspect: {s.reason}"
+        return Route.EDGE_WITH_CLOUD_CHECK, f"suspect: {s.reason}"
     if rel and rel.state == "suspect":
-        return "edge_with_cloud_check", f"release-wide gates suspect: {rel.reason}"
-    if s.last_decision in ("", "insufficient_data"):
+        return Route.EDGE_WITH_CLOUD_CHECK, f"release-wide gates suspect: {rel.reason}"
+    if s.last_decision in ("", Verdict.INSUFFICIENT_DATA):
         return config.routing.insufficient_data_route, "not enough data to judge"
     return "edge", "all gates pass"
 
@@ -272,21 +275,21 @@ def routes(states: dict[str, SegmentState], config: Config) -> dict[str, tuple[s
 def headline(status: Status, before: Status, config: Config,
              routes: dict[str, tuple[str, str]]) -> str:
     n, k = status.total, len(status.segments)
-    if status.kind == "rollback_to_cloud":
+    if status.kind == Verdict.ROLLBACK_TO_CLOUD:
         return f"rollback: all {n} segments to cloud"
-    if status.kind == "partial_rollback":
-        checked = sum(routes.get(seg, ("",))[0] == "edge_with_cloud_check" for seg in status.segments)
+    if status.kind == Verdict.PARTIAL_ROLLBACK:
+        checked = sum(routes.get(seg, ("",))[0] == Route.EDGE_WITH_CLOUD_CHECK for seg in status.segments)
         text = f"partial rollback: {k - checked} of {n} segments to cloud"
         return text + (f", {checked} to cloud check" if checked else "")
     if status.kind == "suspect":
         return f"suspect: {k} of {n} segments failed a look; cloud check on until the next looks decide"
-    if status.kind == "insufficient_data":
+    if status.kind == Verdict.INSUFFICIENT_DATA:
         if not n:
             return "not enough data: no edge rows to judge in the window"
         return f"not enough data: {n} segments on {config.routing.insufficient_data_route} until judged"
     if before.kind == "ok":
         return f"ok: no segment rolled back ({n} segments)"
-    if before.kind == "insufficient_data":
+    if before.kind == Verdict.INSUFFICIENT_DATA:
         return f"judged: all {n} segments keep the edge"
     return f"recovered: no segment rolled back any more ({n} segments)"
 

@@ -9,7 +9,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from pipeline.common.registry import BY_NAME, GATES
+from pipeline.common.registry import BY_NAME, GATES, Gate
+from pipeline.common.vocabulary import Status
 
 FORMATS = ("table", "csv", "json")
 
@@ -56,7 +57,7 @@ def rows_as(fmt: str, columns: list[str], rows: list[tuple]) -> str:
     return "\n".join(lines)
 
 
-_MARK = {"fail": "X", "insufficient_data": "?", "not_applicable": "-", "pass": "", None: "?"}
+_MARK = {Status.FAIL: "X", Status.INSUFFICIENT_DATA: "?", Status.NOT_APPLICABLE: "-", Status.PASS: "", None: "?"}
 
 
 def fmt_value(value: float | None) -> str:
@@ -75,10 +76,10 @@ def fmt_interval(iv: Any) -> str:
 
 
 def _gate_cell(check: Any) -> str:
-    if check.status == "not_applicable":
+    if check.status == Status.NOT_APPLICABLE:
         return "-"
     if check.measured is None:
-        return "?" if check.status == "insufficient_data" else ""
+        return "?" if check.status == Status.INSUFFICIENT_DATA else ""
     text = fmt_value(check.measured)
     mark = _MARK[check.status] + ("~" if check.borderline else "") + ("(obs)" if check.mode == "observe" else "")
     return f"{text}{mark}"
@@ -100,7 +101,7 @@ def gate_table(result: Any) -> str:
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    rw = result.release_wide.get("quality_loss")
+    rw = result.release_wide.get(Gate.QUALITY_LOSS)
     if rw and rw.measured is not None:
         p = f", p={rw.p_value:.3g}" if rw.p_value is not None else ""
         a = f" at alpha {rw.interval_alpha:.2g}" if rw.interval_alpha is not None else ""

@@ -24,7 +24,7 @@ import html
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from functools import cache
 from pathlib import Path
@@ -33,25 +33,25 @@ from typing import Any
 import duckdb
 
 from pipeline.common.config import Config
-from pipeline.common.registry import BY_NAME, GATE_NAMES
+from pipeline.common.registry import BY_NAME, GATE_NAMES, Gate
+from pipeline.common.vocabulary import BUCKETS, TIERS, Status, Tier, Verdict
 from pipeline.gate.evaluate import GateCheck, GateResult, Segment
 from pipeline.views.render import fmt_interval
 from pipeline.warehouse import sqlfiles
 
 TEMPERATURE_POINTS = 3000  # edge rows drawn in the temperature scatter
 OVER_10S_MS = 10_000  # the contract's over_10s line (sql/ddl/derived.sql)
-TIER_ORDER = ["low", "mid", "high", "flagship"]
-BUCKET_ORDER = ["normal", "weak", "offline"]
 CHARTS = ("latency", "memory", "temperature", "daily", "rows")  # each drawn into <div id="chart-NAME">
-VERDICT_COLOURS = {"keep_edge": "#1a7f37", "partial_rollback": "#b35900", "rollback_to_cloud": "#c62828",
-                   "insufficient_data": "#57606a"}
-VERDICT_TEXT = {"keep_edge": "keep the edge route everywhere",
-                "partial_rollback": "roll some segments back to the cloud",
-                "rollback_to_cloud": "roll the whole release back to the cloud",
-                "insufficient_data": "not enough data to decide"}
+VERDICT_COLOURS = {Verdict.KEEP_EDGE: "#1a7f37", Verdict.PARTIAL_ROLLBACK: "#b35900",
+                   Verdict.ROLLBACK_TO_CLOUD: "#c62828", Verdict.INSUFFICIENT_DATA: "#57606a"}
+VERDICT_TEXT = {Verdict.KEEP_EDGE: "keep the edge route everywhere",
+                Verdict.PARTIAL_ROLLBACK: "roll some segments back to the cloud",
+                Verdict.ROLLBACK_TO_CLOUD: "roll the whole release back to the cloud",
+                Verdict.INSUFFICIENT_DATA: "not enough data to decide"}
 SIDE_COLOURS = {"domain": ["edge", "cloud"], "range": ["#d1495b", "#2e86ab"]}
-STATUS_COLOURS = {"domain": ["pass", "fail", "insufficient_data"], "range": ["#2e7d32", "#c62828", "#9e9e9e"]}
-DECISION_COLOURS = {"domain": ["keep_edge", "rollback_to_cloud", "insufficient_data"],
+STATUS_COLOURS = {"domain": [Status.PASS, Status.FAIL, Status.INSUFFICIENT_DATA],
+                  "range": ["#2e7d32", "#c62828", "#9e9e9e"]}
+DECISION_COLOURS = {"domain": [Verdict.KEEP_EDGE, Verdict.ROLLBACK_TO_CLOUD, Verdict.INSUFFICIENT_DATA],
                     "range": ["#2e7d32", "#c62828", "#9e9e9e"]}
 
 
@@ -100,8 +100,8 @@ def write_index(folder: Path, results: list[GateResult]) -> Path:
     """index.html in `folder`: one row per release with its verdict, linking report-<release>.html."""
     rows = []
     for r in sorted(results, key=lambda r: r.release):
-        judged = [s for s in r.segments if s.decision != "insufficient_data"]
-        rolled = sum(s.decision == "rollback_to_cloud" for s in judged)
+        judged = [s for s in r.segments if s.decision != Verdict.INSUFFICIENT_DATA]
+        rolled = sum(s.decision == Verdict.ROLLBACK_TO_CLOUD for s in judged)
         name = report_filename(r.release)
         rows.append(
             f"<tr><td><a href=\"{_e(name)}\">{_e(r.release)}</a></td>"
@@ -132,7 +132,7 @@ def _chart_data(con: duckdb.DuckDBPyConnection, result: GateResult) -> dict[str,
     }
 
 
-DECISION_ORDER = {"rollback_to_cloud": 0, "keep_edge": 1, "insufficient_data": 2}
+DECISION_ORDER = {Verdict.ROLLBACK_TO_CLOUD: 0, Verdict.KEEP_EDGE: 1, Verdict.INSUFFICIENT_DATA: 2}
 
 
 def failing_first(segments: list[Segment]) -> list[Segment]:
@@ -153,7 +153,7 @@ def _values(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: _clean(v) for k, v in r.items()} for r in rows]
 
 
-def _order(values: Iterable[str], known: list[str]) -> list[str]:
+def _order(values: Iterable[str], known: Sequence[str]) -> list[str]:
     present = set(values)
     return [v for v in known if v in present] + sorted(present - set(known))
 
@@ -195,7 +195,7 @@ def _latency_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]
         for label, v in zip(("p50", "p95", "p99"), q, strict=True):
             values.append({"task": r["task"], "network_bucket": r["network_bucket"], "side": r["side"],
                            "rows": r["total_n"], "percentile": label, "ms": _clean(v), "budget_ms": budget})
-    buckets = _order((v["network_bucket"] for v in values), BUCKET_ORDER)
+    buckets = _order((v["network_bucket"] for v in values), BUCKETS)
     base = alt.Chart(_named(alt, ds, "latency", values))
     bars = base.mark_bar().encode(
         x=alt.X("percentile:N", title=None, sort=["p50", "p95", "p99"], axis=alt.Axis(labelAngle=0)),
@@ -216,7 +216,7 @@ def _latency_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]
 def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
     values = []
     for s in result.segments:
-        for gate, label in (("peak_memory", "peak"), ("resident_memory", "resident")):
+        for gate, label in ((Gate.PEAK_MEMORY, "peak"), (Gate.RESIDENT_MEMORY, "resident")):
             c = s.checks.get(gate)
             if c is None or c.measured is None:
                 continue
@@ -225,7 +225,7 @@ def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
             values.append({"device_tier": s.device_tier, "segment": s.key, "where": f"{s.task}/{s.network_bucket}",
                            "memory": label, "p95_ratio": _clean(c.measured), "lo": _clean(lo), "hi": _clean(hi),
                            "threshold": c.threshold, "status": c.status, "rows": c.rows})
-    tiers = _order((v["device_tier"] for v in values), TIER_ORDER)
+    tiers = _order((v["device_tier"] for v in values), TIERS)
     base = alt.Chart(_named(alt, ds, "memory", values))
     x = alt.X("device_tier:N", sort=tiers, title="device tier", axis=alt.Axis(labelAngle=0))
     offset = alt.XOffset("where:N")
@@ -249,7 +249,7 @@ def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
 
 def _temperature_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]]) -> Any:
     values = _values(rows)
-    tiers = _order((v["device_tier"] for v in values), TIER_ORDER)
+    tiers = _order((v["device_tier"] for v in values), TIERS)
     rise_budget = config.gates.thermal.max_p95_rise_c
     points = alt.Chart(_named(alt, ds, "temperature", values)).mark_circle(size=14, opacity=0.45).encode(
         x=alt.X("total_ms:Q", title="total_ms"), y=alt.Y("temp_rise_c:Q", title="temperature rise (°C)"),
@@ -268,7 +268,7 @@ def _temperature_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, 
 
 
 def _tier_colours(alt: Any, tiers: list[str]) -> Any:
-    known = {"low": "#d62728", "mid": "#ff7f0e", "high": "#2ca02c", "flagship": "#1f77b4"}
+    known = {Tier.LOW: "#d62728", Tier.MID: "#ff7f0e", Tier.HIGH: "#2ca02c", Tier.FLAGSHIP: "#1f77b4"}
     spare = iter(["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"] * 10)
     return alt.Scale(domain=tiers, range=[known.get(t) or next(spare) for t in tiers])
 
@@ -320,11 +320,11 @@ def _num(v: float | None) -> str:
 
 
 def _threshold_text(c: GateCheck) -> str:
-    if c.gate == "weak_network_latency":
+    if c.gate == Gate.WEAK_NETWORK_LATENCY:
         return f"cloud {_num(c.threshold)}" if c.threshold is not None else "< cloud"
     if c.threshold is None:
         return ""
-    return ("≥ " if c.gate == "failure_detectability" else "≤ ") + _num(c.threshold)
+    return ("≥ " if c.gate == Gate.FAILURE_DETECTABILITY else "≤ ") + _num(c.threshold)
 
 
 def _cell(c: GateCheck | None) -> str:
@@ -342,12 +342,12 @@ def _cell(c: GateCheck | None) -> str:
         detail.append(f"p={c.p_value:.3g}")
     if c.note:
         detail.append(c.note)
-    if c.status == "not_applicable":
+    if c.status == Status.NOT_APPLICABLE:
         text = "–"
     elif c.measured is None:
-        text = "?" if c.status == "insufficient_data" else ""
+        text = "?" if c.status == Status.INSUFFICIENT_DATA else ""
     else:
-        mark = {"fail": " ✗", "insufficient_data": " ?"}.get(c.status, "") + ("~" if c.borderline else "")
+        mark = {Status.FAIL: " ✗", Status.INSUFFICIENT_DATA: " ?"}.get(c.status, "") + ("~" if c.borderline else "")
         text = f"<b>{_e(_num(c.measured))}{mark}</b><small>{_e(_threshold_text(c))}</small>"
     return f"<td class=\"{' '.join(classes)}\" title=\"{_e('; '.join(detail))}\">{text}</td>"
 
@@ -358,7 +358,7 @@ def _gate_table(result: GateResult) -> str:
     body = []
     for s in failing_first(result.segments):  # the decision right after the segment: visible on any screen
         decision = s.decision + (f" (needs {s.needs_rows} more rows)" if s.needs_rows else "")
-        fb = s.checks.get("fallback_rate")
+        fb = s.checks.get(Gate.FALLBACK_RATE)
         baseline = fb.baseline_level if fb and fb.baseline_level else "–"
         body.append(f"<tr><th scope=\"row\" class=\"seg\">{_e(s.key)}</th>"
                     f"<td class=\"decision {_e(s.decision)}\">{_e(decision)}</td><td class=\"num\">{s.rows:,}</td>"
@@ -371,17 +371,17 @@ def _gate_table(result: GateResult) -> str:
 
 def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
     segments = result.segments
-    judged = [s for s in segments if s.decision != "insufficient_data"]
-    rolled = [s for s in judged if s.decision == "rollback_to_cloud"]
+    judged = [s for s in segments if s.decision != Verdict.INSUFFICIENT_DATA]
+    rolled = [s for s in judged if s.decision == Verdict.ROLLBACK_TO_CLOUD]
     edge_rows = sum(s.rows for s in segments)
     cloud_rows = sum(r["rows"] for r in data["latency"] if r["side"] == "cloud")
     levels: dict[str, int] = {}
     for s in segments:
-        fb = s.checks.get("fallback_rate")
+        fb = s.checks.get(Gate.FALLBACK_RATE)
         level = fb.baseline_level if fb and fb.baseline_level else "none (too few cloud rows)"
         levels[level] = levels.get(level, 0) + 1
     baseline = "; ".join(f"{lvl}: {n} segment{'s' if n != 1 else ''}" for lvl, n in levels.items()) or "–"
-    q = result.release_wide.get("quality_loss")
+    q = result.release_wide.get(Gate.QUALITY_LOSS)
     quality = "–"
     if q is not None:
         quality = f"{q.status}"
@@ -409,7 +409,7 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
 def _failing_summary(segments: list[Segment]) -> str:
     failed: dict[str, int] = {}
     for s in segments:
-        if s.decision == "insufficient_data":
+        if s.decision == Verdict.INSUFFICIENT_DATA:
             continue
         for g in s.failed_gates:
             failed[g] = failed.get(g, 0) + 1

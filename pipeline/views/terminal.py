@@ -18,7 +18,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from pipeline.common.registry import BY_NAME, GATES
+from pipeline.common.registry import BY_NAME, GATES, Gate
+from pipeline.common.vocabulary import Status, Verdict
 
 # ------------------------------------------------------------------ the terminal
 
@@ -82,7 +83,7 @@ def p_text(p: float) -> str:
 
 def _limit(check: Any, short: bool = False) -> str:
     spec = BY_NAME[check.gate]
-    if check.gate == "weak_network_latency":
+    if check.gate == Gate.WEAK_NETWORK_LATENCY:
         return "< cloud" + (f" {in_unit(check.threshold, 'ms', short)}" if check.threshold is not None else "")
     if check.threshold is None:
         return ""
@@ -92,27 +93,28 @@ def _limit(check: Any, short: bool = False) -> str:
 
 # ------------------------------------------------------------------ the gate view
 
-DECISION_STYLE = {"rollback_to_cloud": "bold_red", "keep_edge": "green", "insufficient_data": "yellow"}
-VERDICT_STYLE = {"rollback_to_cloud": "bold_red", "partial_rollback": "bold_red", "keep_edge": "bold_green",
-                 "insufficient_data": "bold_yellow"}
+DECISION_STYLE = {Verdict.ROLLBACK_TO_CLOUD: "bold_red", Verdict.KEEP_EDGE: "green",
+                  Verdict.INSUFFICIENT_DATA: "yellow"}
+VERDICT_STYLE = {Verdict.ROLLBACK_TO_CLOUD: "bold_red", Verdict.PARTIAL_ROLLBACK: "bold_red",
+                 Verdict.KEEP_EDGE: "bold_green", Verdict.INSUFFICIENT_DATA: "bold_yellow"}
 MARKS = ("marks: X failed, ? insufficient data, - not applicable, "
          "~ borderline (the decision's interval holds the threshold), (obs) observe-only (never blocks)")
 
 
 def _cell(check: Any, observe_column: bool) -> tuple[str, str]:
     """(figure, marks): the marks get a slot of their own so the figures stay aligned."""
-    if check.status == "not_applicable":
+    if check.status == Status.NOT_APPLICABLE:
         return "-", ""
     if check.measured is None:
-        return ("?" if check.status == "insufficient_data" else ""), ""
-    mark = {"fail": "X", "insufficient_data": "?"}.get(check.status, "") + ("~" if check.borderline else "")
+        return ("?" if check.status == Status.INSUFFICIENT_DATA else ""), ""
+    mark = {Status.FAIL: "X", Status.INSUFFICIENT_DATA: "?"}.get(check.status, "") + ("~" if check.borderline else "")
     obs = "(obs)" if check.mode == "observe" and not observe_column else ""
     return in_unit(check.measured, BY_NAME[check.gate].unit, short=True), mark + obs
 
 
 def _task_limit(checks: list[Any]) -> str:
     """A task's threshold; the weak-network one is the cloud's p95 per segment, so its range."""
-    if checks[0].gate != "weak_network_latency":
+    if checks[0].gate != Gate.WEAK_NETWORK_LATENCY:
         return _limit(checks[0], short=True)
     cloud = sorted(c.threshold for c in checks if c.threshold is not None)
     if not cloud:
@@ -124,14 +126,14 @@ def _task_limit(checks: list[Any]) -> str:
 def summary_lines(result: Any) -> list[str]:
     """The verdict and one line of counts: what `gate` prints first."""
     segments = result.segments
-    judged = [s for s in segments if s.decision != "insufficient_data"]
-    rolled = sum(s.decision == "rollback_to_cloud" for s in judged)
+    judged = [s for s in segments if s.decision != Verdict.INSUFFICIENT_DATA]
+    rolled = sum(s.decision == Verdict.ROLLBACK_TO_CLOUD for s in judged)
     lines = [f"verdict for release {result.release}: {result.verdict.upper()} - {result.note}",
              f"{len(segments)} segments: {len(judged)} judged ({rolled} roll back, {len(judged) - rolled} keep edge), "
              f"{len(segments) - len(judged)} insufficient data; window {result.window_start:%Y-%m-%d %H:%M} .. "
              f"{result.window_end:%Y-%m-%d %H:%M} UTC" + (f" (rows of the last {result.held_back_hours:g} h held back "
                                                          "until complete)" if result.held_back_hours else "")]
-    rw = result.release_wide.get("quality_loss")
+    rw = result.release_wide.get(Gate.QUALITY_LOSS)
     if rw is not None and rw.measured is not None:
         p = f", {p_text(rw.p_value)}" if rw.p_value is not None else ""
         iv = ""
@@ -153,10 +155,10 @@ def _not_yet_significant(segments: list[Any]) -> list[str]:
     """A line per kept segment whose figure is past its threshold without the evidence to act on it yet."""
     out = []
     for s in segments:
-        if s.decision != "keep_edge":
+        if s.decision != Verdict.KEEP_EDGE:
             continue
         for g, c in s.checks.items():
-            past = c.measured is not None and c.threshold is not None and c.status != "fail" and (
+            past = c.measured is not None and c.threshold is not None and c.status != Status.FAIL and (
                 c.measured < c.threshold if BY_NAME[g].direction == "min" else c.measured > c.threshold)
             if not past or c.mode != "enforce":
                 continue
@@ -175,7 +177,7 @@ def _insufficient_summary(segments: list[Any]) -> str:
     for s in segments:
         if not s.needs_rows:
             for g, c in s.checks.items():
-                if c.mode == "enforce" and c.status == "insufficient_data":
+                if c.mode == "enforce" and c.status == Status.INSUFFICIENT_DATA:
                     lacking[g] = lacking.get(g, 0) + 1
     parts = []
     if few:
@@ -207,9 +209,9 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
     paint = Paint(colour)
     limit = None if wide else width
     segments = result.segments
-    groups = [("roll back to cloud", "bold_red", [s for s in segments if s.decision == "rollback_to_cloud"]),
-              ("keep edge", "bold_green", [s for s in segments if s.decision == "keep_edge"])]
-    insufficient = [s for s in segments if s.decision == "insufficient_data"]
+    groups = [("roll back to cloud", "bold_red", [s for s in segments if s.decision == Verdict.ROLLBACK_TO_CLOUD]),
+              ("keep edge", "bold_green", [s for s in segments if s.decision == Verdict.KEEP_EDGE])]
+    insufficient = [s for s in segments if s.decision == Verdict.INSUFFICIENT_DATA]
     if show_all:
         groups.append(("insufficient data", "bold_yellow", insufficient))
     shown = [s for _, _, group in groups for s in group]
@@ -224,7 +226,7 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
     mark_w = {g: max([0] + [len(cells[k][g][1]) for k in cells]) for g in gates}
     gate_w = {g: max([len(title[g])] + [len(cells[k][g][0]) + mark_w[g] for k in cells]
                      + [len(thresholds[t][g]) for t in tasks]) for g in gates}
-    failures = {g: sum(s.checks[g].status == "fail" for s in shown) for g in gates}
+    failures = {g: sum(s.checks[g].status == Status.FAIL for s in shown) for g in gates}
     kept = _fit(name_w + 2 + rows_w, gate_w, sorted(gates, key=lambda g: -failures[g]), limit)
 
     def line(name: str, rows: str, values: dict[str, tuple[str, str]], styles: dict[str, str | None]) -> str:
@@ -246,7 +248,7 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
     for label, style, group in groups:
         out.append(paint(style, f"{label} ({len(group)})"))
         for s in group:
-            styles = {g: ("red" if s.checks[g].blocks else "yellow" if s.checks[g].status == "fail" else None)
+            styles = {g: ("red" if s.checks[g].blocks else "yellow" if s.checks[g].status == Status.FAIL else None)
                       for g in gates}
             out.append(line(s.key, f"{s.rows:,}", cells[s.key], styles))
     for t in tasks:
@@ -271,13 +273,13 @@ def _wrap(text: str, width: int | None, indent: str = "", first: str | None = No
 
 # ------------------------------------------------------------------ explain
 
-WHY = {"keep_edge": "every enforced gate passes",
-       "rollback_to_cloud": "enforced gates failed: {failed}",
-       "insufficient_data": "an enforced gate lacks the data it needs"}
+WHY = {Verdict.KEEP_EDGE: "every enforced gate passes",
+       Verdict.ROLLBACK_TO_CLOUD: "enforced gates failed: {failed}",
+       Verdict.INSUFFICIENT_DATA: "an enforced gate lacks the data it needs"}
 
 
 def _why(segment: Any) -> str:
-    if segment.decision == "insufficient_data" and segment.needs_rows:
+    if segment.decision == Verdict.INSUFFICIENT_DATA and segment.needs_rows:
         return f"it needs {segment.needs_rows:,} more rows"
     return WHY[segment.decision].format(failed=", ".join(segment.failed_gates))
 
@@ -325,14 +327,14 @@ def _extra(name: str, value: Any) -> str:
 def _check_parts(check: Any) -> list[str]:
     spec = BY_NAME[check.gate]
     measured = "measured -" if check.measured is None else (
-        ("p95 " if spec.kind == "p95_budget" or check.gate == "weak_network_latency" else "")
+        ("p95 " if spec.kind == "p95_budget" or check.gate == Gate.WEAK_NETWORK_LATENCY else "")
         + in_unit(check.measured, spec.unit))
     parts = [measured, _interval(check.interval, spec.unit, check.interval_alpha) if check.interval_alpha
              else _interval(check.interval or check.reading_interval, spec.unit)]
-    if check.gate != "weak_network_latency":
+    if check.gate != Gate.WEAK_NETWORK_LATENCY:
         parts.append(f"threshold {_limit(check)}" if check.threshold is not None else "")
     if check.baseline is not None:
-        what = "p95" if check.gate == "weak_network_latency" else "rate" if spec.kind == "rate" else "adoption"
+        what = "p95" if check.gate == Gate.WEAK_NETWORK_LATENCY else "rate" if spec.kind == "rate" else "adoption"
         parts.append(f"cloud {what} {in_unit(check.baseline, 'ms' if spec.unit == 'ms' else 'share')} "
                      f"(baseline: {check.baseline_level})")
     parts += [test_text(name, t) for name, t in check.tests.items()]
@@ -366,7 +368,7 @@ def explain_view(result: Any, segment: Any, config: Any, width: int | None = Non
                  f"config {result.config_source}", width, "  ")
     out += _wrap(f"decision: {segment.decision} because {_why(segment)}", width, "  ")
     for name, check in segment.checks.items():
-        status = check.status.upper() if check.status == "fail" else check.status
+        status = check.status.upper() if check.status == Status.FAIL else check.status
         head = f"{BY_NAME[name].label} ({name}, {check.mode}): {status}"
         out.append(paint("red" if check.blocks else None, head))
         out += _wrap("; ".join(_check_parts(check)), width, "    ")

@@ -1,0 +1,56 @@
+"""The words the outputs use, each defined once: the contract's values, as `StrEnum`s so that JSON, SQL
+parameters and comparisons with stored strings carry the plain string. Gate names live in
+common/registry.py, the weak-network cut and the other settings in common/config.py."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    """A release's verdict; a segment's decision is one of them too, never PARTIAL_ROLLBACK."""
+
+    KEEP_EDGE = "keep_edge"
+    PARTIAL_ROLLBACK = "partial_rollback"
+    ROLLBACK_TO_CLOUD = "rollback_to_cloud"
+    INSUFFICIENT_DATA = "insufficient_data"
+
+
+class Status(StrEnum):
+    """A gate check's status."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INSUFFICIENT_DATA = Verdict.INSUFFICIENT_DATA.value
+    NOT_APPLICABLE = "not_applicable"
+
+
+class Route(StrEnum):
+    """Where a request is served (the routing table's values)."""
+
+    EDGE = "edge"
+    EDGE_WITH_CLOUD_CHECK = "edge_with_cloud_check"
+    CLOUD = "cloud"
+
+
+class Bucket(StrEnum):
+    """A request's network bucket, in reading order (sql/ddl/derived.sql computes it)."""
+
+    NORMAL = "normal"
+    WEAK = "weak"
+    OFFLINE = "offline"
+
+
+class Tier(StrEnum):
+    """A device tier, lowest first."""
+
+    LOW = "low"
+    MID = "mid"
+    HIGH = "high"
+    FLAGSHIP = "flagship"
+
+
+# the plain strings, in order, for pyarrow, SQL parameters and choices
+ROUTES: tuple[str, ...] = tuple(r.value for r in Route)
+BUCKETS: tuple[str, ...] = tuple(b.value for b in Bucket)
+TIERS: tuple[str, ...] = tuple(t.value for t in Tier)
