@@ -16,7 +16,7 @@ import pytest
 from test_gate import AS_OF, START, load
 
 from pipeline.common.config import load_config
-from pipeline.delivery.alerts import deliver
+from pipeline.delivery.alerts import deliver, on_change
 from pipeline.gate.evaluate import evaluate_gate
 from pipeline.planning.simulate import generate
 from pipeline.rollout.history import record_evaluation
@@ -79,7 +79,7 @@ def evaluate(db_path, config, now):
     with db.reading(db_path) as con:
         use_settings(con, config)
         result = evaluate_gate(con, "4.12", config, as_of=AS_OF, now=now)
-    record_evaluation(db_path, result, config)
+    record_evaluation(db_path, result, config, on_change=on_change)
     return result
 
 

@@ -9,16 +9,12 @@ from pathlib import Path
 from conftest import ROOT
 
 # low to high: each package may import the ones before it
-LAYERS = ("common", "warehouse", "ingest", "gate", "rollout", "views", "delivery", "planning", "jobs", "cli")
+# planning (what-if: admit, ledger, estimates, backtest, simulate) reads the gate and the rollout and is shown by
+# the views, so it sits between them
+LAYERS = ("common", "warehouse", "ingest", "gate", "rollout", "planning", "views", "delivery", "jobs", "cli")
 # Imports that still run up the flow, each to be moved to where it belongs; the test fails when one is gone, so
 # the list only shrinks.
-KNOWN_UPWARD = {
-    ("gate.evaluate", "views.render"),  # the gate table's text: GateResult should hand views a table model
-    ("rollout.state", "views.render"),  # the state table's text, likewise
-    ("rollout.history", "delivery.alerts"),  # recording a verdict enqueues its alert in the same transaction
-    ("views.report", "planning.ledger"),  # the report's ledger panel reads the ledger's figures
-    ("views.report", "planning.estimates"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def imports_of(path: Path) -> set[str]:

@@ -21,6 +21,7 @@ import yaml
 from conftest import ROOT, run_cli
 
 from pipeline.common.config import DEFAULT_CONFIG, Costs, load_config
+from pipeline.delivery.alerts import on_change
 from pipeline.gate.evaluate import evaluate_gate
 from pipeline.planning.admit import load_candidate
 from pipeline.planning.estimates import candidates_dir, default_candidate
@@ -326,7 +327,7 @@ def test_the_rollback_alert_points_to_the_ledger(sim, tmp_path):
             use_settings(con, config)
             result = evaluate_gate(con, "4.12", config, as_of=AS_OF)
         assert result.verdict == verdict
-        record_evaluation(copy, result, config)
+        record_evaluation(copy, result, config, on_change=on_change)
         con = duckdb.connect(str(copy), read_only=True)
         texts = [json.loads(p)["text"] for (p,) in con.execute("SELECT DISTINCT payload FROM alerts").fetchall()]
         con.close()

@@ -20,6 +20,7 @@ from conftest import ROOT, query, run_cli
 from test_gate import AS_OF, CONFIG, START, load, scenario
 
 from pipeline.common.config import Rollout, load_config
+from pipeline.delivery.alerts import on_change
 from pipeline.gate.evaluate import evaluate_gate
 from pipeline.planning.simulate import generate
 from pipeline.rollout import pending
@@ -34,7 +35,7 @@ def judge(db_path: Path, config, as_of: datetime, trigger: str = "nightly"):
     with db.reading(db_path) as con:
         use_settings(con, config)
         result = evaluate_gate(con, "4.12", config, as_of=as_of, now=as_of + timedelta(hours=2))
-    recorded = record_evaluation(db_path, result, config, trigger=trigger)
+    recorded = record_evaluation(db_path, result, config, trigger=trigger, on_change=on_change)
     return result, recorded
 
 
@@ -228,7 +229,7 @@ def test_insufficient_data_alerts_as_a_warning_and_only_once(db_path):
         with db.reading(db_path) as con:
             use_settings(con, CONFIG)
             result = evaluate_gate(con, "4.12", CONFIG, as_of=AS_OF, now=AS_OF + timedelta(hours=hours))
-        record_evaluation(db_path, result, CONFIG)
+        record_evaluation(db_path, result, CONFIG, on_change=on_change)
     n = len(result.segments)
     assert query(db_path, "SELECT severity, payload->>'title' FROM alerts") == [
         ("warning", f"Release 4.12: not enough data: {n} segments on edge_with_cloud_check until judged")]
@@ -240,7 +241,7 @@ def test_an_unchanged_rollback_is_repeated_after_the_interval_with_a_new_id(db_p
         with db.reading(db_path) as con:
             use_settings(con, CONFIG)
             result = evaluate_gate(con, "4.12", CONFIG, as_of=AS_OF, now=AS_OF + timedelta(hours=hours))
-        record_evaluation(db_path, result, CONFIG)
+        record_evaluation(db_path, result, CONFIG, on_change=on_change)
     rows = query(db_path, "SELECT alert_id, payload->>'dedup_key', payload->>'repeat', payload->>'text' FROM alerts "
                         "ORDER BY created_at")
     assert len(rows) == 2 and rows[0][0] != rows[1][0] and rows[0][1] == rows[1][1]

@@ -224,20 +224,20 @@ class _ProgressBar:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.ingest.run import DEFAULT_BATCH_ROWS, ingest
-    from pipeline.warehouse.db import writer_lock
+    from pipeline.warehouse.handle import Warehouse
 
     config = _config(args)  # a bad config fails before any work
     spark = _spark(args, config)
-    with writer_lock(_db(args), "ingest"), _announce_new_warehouse(args):
+    with Warehouse(_db(args), "ingest") as wh, _announce_new_warehouse(args):
         progress = None if args.json else _ProgressBar()
         if spark is not None:
             from pipeline.ingest.spark import ingest_spark
 
-            result = ingest_spark(_db(args), spark, args.paths, now=_as_of(args), progress=progress)
+            result = ingest_spark(wh.path, spark, args.paths, now=_as_of(args), progress=progress)
         else:
-            result = ingest(_db(args), args.paths, now=_as_of(args), progress=progress,
+            result = ingest(wh, args.paths, now=_as_of(args), progress=progress,
                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, reader=_reader_limits(args))
-        rollup = _refresh_rollup(args, config, spark=spark)
+        rollup = _refresh_rollup(args, config, spark=spark, warehouse=wh)
     if args.json:
         _emit_json({**result.to_dict(), "rollup": rollup.to_dict()})
     else:
@@ -275,14 +275,16 @@ def _config(args: argparse.Namespace):
     return load_config(getattr(args, "config", None))
 
 
-def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, spark: Any = None):
+def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, spark: Any = None,
+                    warehouse: Any = None):
+    """The rollup refreshed, through the command's warehouse handle when it has one."""
     if spark is not None:
         from pipeline.warehouse.spark.aggregate import refresh_spark
 
         return refresh_spark(_db(args), spark, config, full=full, now=_as_of(args))
     from pipeline.warehouse.aggregate import refresh
 
-    return refresh(_db(args), config, full=full, now=_as_of(args))
+    return refresh(warehouse or _db(args), config, full=full, now=_as_of(args))
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
@@ -325,7 +327,7 @@ def _timeout(args: argparse.Namespace) -> float:
 
 
 def _print_limited(args: argparse.Namespace, con: Any, sql: str, params: dict[str, Any] | None = None) -> None:
-    from pipeline.views.render import rows_as
+    from pipeline.common.tables import rows_as
     from pipeline.warehouse.adhoc import run_limited
 
     columns, rows = run_limited(con, sql, params, _timeout(args))
@@ -424,8 +426,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.release:
         raise UsageError("--release is required (or --check-config)")
+    from pipeline.delivery.alerts import on_change
     from pipeline.rollout import state as rollout
     from pipeline.rollout.history import default_trigger, record_evaluation
+    from pipeline.warehouse.handle import Warehouse
 
     spark = _spark(args, config)
     if spark is not None:  # events and rollups on Spark; rollout state in the DuckDB file
@@ -443,7 +447,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
         print(f"pipeline gate: dry run: nothing stored, no alert; rollout would be: "
               f"{rollout.describe(states, config)}", file=sys.stderr)
     else:
-        recorded = record_evaluation(_db(args), result, config, trigger=args.trigger or default_trigger())
+        # the command's handle: it takes the writer lock only to record and to deliver, never waiting for it
+        wh = Warehouse(_db(args), "gate")
+        recorded = record_evaluation(wh, result, config, trigger=args.trigger or default_trigger(),
+                                     on_change=on_change)
         for warning in recorded.warnings:
             print(f"pipeline gate: warning: {warning}", file=sys.stderr)
         if not recorded:
@@ -461,7 +468,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
                 width = terminal_width(sys.stdout)  # wrapped like the gate view above it, not cut
                 print(textwrap.fill(line, width, subsequent_indent="  ") if width else line)
             if not args.no_alerts:
-                _deliver_alerts(args, config)
+                _deliver_alerts(args, config, wh)
     if args.routing_out:
         from pipeline.rollout.routing import write_routing_table
 
@@ -480,12 +487,12 @@ def _show_gate(args: argparse.Namespace, result: Any) -> None:
                     wide=args.wide, show_all=args.all))
 
 
-def _deliver_alerts(args: argparse.Namespace, config) -> None:
+def _deliver_alerts(args: argparse.Namespace, config: Any, warehouse: Any) -> None:
     from pipeline.common.errors import DatabaseBusy
     from pipeline.delivery.alerts import deliver
 
     try:  # under --json stdout is the contract's object alone: alerts for the stdout sink go to stderr
-        delivery = deliver(_db(args), config, out=sys.stderr if args.json else sys.stdout)
+        delivery = deliver(warehouse, config, out=sys.stderr if args.json else sys.stdout)
     except DatabaseBusy:
         print("pipeline gate: alerts wait in the outbox: another writer is busy", file=sys.stderr)
         return
@@ -578,8 +585,8 @@ def _population(args: argparse.Namespace) -> Any:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from pipeline.common.tables import rows_as
     from pipeline.rollout.history import history
-    from pipeline.views.render import rows_as
     from pipeline.warehouse import db
 
     if args.limit < 1:
@@ -598,7 +605,12 @@ def cmd_state(args: argparse.Namespace) -> int:
     config = _config(args)
     with db.reading(_db(args)) as con:
         view = rollout.StateView(args.release, rollout.stored_states(con, args.release), config)
-    _show(args, view)
+    if args.json:
+        _emit_json(view.to_dict())
+    else:
+        from pipeline.views.render import state_text
+
+        print(state_text(view))
     return EXIT_OK
 
 
@@ -671,7 +683,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from pipeline.views.render import rows_as
+    from pipeline.common.tables import rows_as
     from pipeline.warehouse import db, sqlfiles
     from pipeline.warehouse.runs import aborted_text, alive
 

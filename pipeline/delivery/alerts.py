@@ -47,6 +47,7 @@ from pipeline.common.vocabulary import Status
 from pipeline.rollout import state as rollout
 from pipeline.views.render import fmt_value
 from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse.handle import Warehouse
 
 MAX_BACKOFF_S = 30.0
 MAX_SEGMENT_LINES = 20
@@ -129,6 +130,15 @@ def sinks(config: Config) -> list[str]:
     a = config.alerts
     return [name for name, on in (("stdout", a.stdout), ("jsonl", bool(a.jsonl_path)),
                                   ("webhook", bool(a.webhook_url))) if on]
+
+
+def on_change(con: Any, release: str, before: rollout.Status, states: dict[str, Any], result: dict[str, Any],
+              config: Config, now: datetime) -> None:
+    """What recording an evaluation raises (rollout.history.record_evaluation's on_change): the alert of the
+    move from `before` to the states now stored, into the outbox in the recording's transaction."""
+    alert = alert_for_change(con, release, before, rollout.status(states), states, result, config, now)
+    if alert:
+        enqueue(con, alert, config, now)
 
 
 def enqueue(con: Any, alert: dict[str, Any], config: Config, now: datetime) -> None:
@@ -229,12 +239,13 @@ def _send(sink: str, alert: dict[str, Any], config: Config, out: TextIO, deadlin
     return None
 
 
-def deliver(db_path: Path, config: Config, out: TextIO | None = None) -> Delivery:
+def deliver(warehouse: Warehouse | Path, config: Config, out: TextIO | None = None) -> Delivery:
     """Send every pending alert. The writer lock is held only to read the outbox and to record the
     outcomes, never while waiting on the network; a crash in between re-sends (at least once, with
     the Idempotency-Key)."""
     out = out or sys.stdout
-    with db.writer_lock(db_path, "alerts"), db.writing(db_path) as con:
+    wh = warehouse if isinstance(warehouse, Warehouse) else Warehouse(Path(warehouse), "alerts")
+    with wh.writing(lock_wait=0) as con:  # a busy writer is told at once: the alerts wait in the outbox
         rows = sqlfiles.run(con, "alerts/pending").fetchall()
     report, marks = Delivery(), []
     deadline = DeliveryDeadline(config.alerts.delivery_deadline_s)
@@ -255,7 +266,7 @@ def deliver(db_path: Path, config: Config, out: TextIO | None = None) -> Deliver
             report.errors.append(f"{sink}: {exc}; not retried")
             marks.append((alert_id, sink, "failed", str(exc), None))
     if marks:
-        with db.writer_lock(db_path, "alerts", wait=db.busy_timeout()), db.writing(db_path) as con:
+        with wh.writing() as con:
             for alert_id, sink, status, error, at in marks:
                 sqlfiles.run(con, "alerts/mark", {"alert_id": alert_id, "sink": sink, "status": status,
                                                   "last_error": error, "delivered_at": at})

@@ -297,11 +297,6 @@ class GateResult:
             "segments": [s.to_dict() for s in self.segments],
         }
 
-    def __str__(self) -> str:
-        from pipeline.views.render import gate_table
-
-        return gate_table(self)
-
 
 def _level_key(row: dict[str, Any]) -> tuple:
     level = row["level"]

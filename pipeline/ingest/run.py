@@ -55,7 +55,8 @@ from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.ingest import isolated, reading
 from pipeline.ingest.landing import discover, shown
 from pipeline.ingest.rule_results import STAGE, Validation, ValidatorError
-from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse import db, handle, sqlfiles
+from pipeline.warehouse.handle import Warehouse
 from pipeline.warehouse.schema import Schema, load_schema
 
 Progress = Callable[[int, int, Path], None]
@@ -292,9 +293,9 @@ class Ingestor:
     `stage.validated`, being stored.
     """
 
-    def __init__(self, db_path: Path, now: datetime | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
+    def __init__(self, warehouse: Warehouse, now: datetime | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
                  schema: Schema | None = None, reader: isolated.ReaderLimits | None = None):
-        self.db_path = db_path
+        self.warehouse = warehouse
         self.reader = reader or isolated.ReaderLimits()
         self.now = clock.now(now)
         self.schema = schema or load_schema()
@@ -306,11 +307,11 @@ class Ingestor:
         self._stored = threading.Semaphore(1)  # stage.validated may be replaced: its batch is stored
 
     def run(self, files: list[Path], progress: Progress | None = None) -> list[FileResult]:
-        with db.writing(self.db_path) as con:
+        with self.warehouse.writing() as con:
             known = {row[0]: row[1:] for row in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
             self._stored_before = sqlfiles.run(con, "ingest/last_file_id").fetchone()[0]
         con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": DUCKDB_MEMORY_LIMIT,
-                                     "temp_directory": f"{self.db_path}.tmp"})
+                                     "temp_directory": f"{self.warehouse.path}.tmp"})
         staging = con.cursor()
         con.execute(f"ATTACH ':memory:' AS {STAGE}")
         con.execute(f"CREATE TABLE {STAGE}.run_keys (key UBIGINT)")
@@ -456,7 +457,7 @@ class Ingestor:
         if not batch.jobs:  # every file was decided before: nothing to write
             return
         jobs = sorted(batch.jobs, key=lambda j: j.index)
-        with db.attached(con, self.db_path):
+        with self.warehouse.attached(con):
             if batch.failures is not None:
                 con.register("batch_failures", batch.failures)
                 con.register("batch_collided", batch.collided_in_run)
@@ -555,10 +556,10 @@ def _validations(group: list[_StoreJob], ids: list[int]) -> pa.Table:
                      pa.array([r.unexpected_count for _, r in rows], pa.int64())], schema=_VALIDATIONS)
 
 
-def ingest(db_path: Path, paths: list[Path], now: datetime | None = None,
+def ingest(warehouse: Warehouse | Path, paths: list[Path], now: datetime | None = None,
            progress: Progress | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
            reader: isolated.ReaderLimits | None = None) -> IngestResult:
     landed = discover(paths)  # links out of a landing folder are refused here, never opened
     refused = [FileResult(r.path, "refused", reason=r.reason) for r in landed.refused]
-    with db.writer_lock(db_path, "ingest"):
-        return IngestResult(Ingestor(db_path, now, batch_rows, reader=reader).run(landed.files, progress) + refused)
+    with handle.of(warehouse, "ingest") as wh:
+        return IngestResult(Ingestor(wh, now, batch_rows, reader=reader).run(landed.files, progress) + refused)

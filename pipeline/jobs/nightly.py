@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,7 +18,7 @@ from pipeline.common.config import Config
 from pipeline.common.errors import TransientError
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.stopping import Interrupted
-from pipeline.delivery.alerts import deliver, enqueue, sent_recently
+from pipeline.delivery.alerts import deliver, enqueue, on_change, sent_recently
 from pipeline.gate.evaluate import GateResult, evaluate_gate
 from pipeline.ingest import data_quality
 from pipeline.ingest.isolated import ReaderLimits
@@ -28,6 +27,7 @@ from pipeline.ingest.run import DEFAULT_BATCH_ROWS, ingest
 from pipeline.rollout.history import record_evaluation
 from pipeline.warehouse import db, runs, sqlfiles
 from pipeline.warehouse.aggregate import refresh, use_settings
+from pipeline.warehouse.handle import Warehouse
 
 
 @dataclass
@@ -62,11 +62,11 @@ def _step(run: RunResult, name: str, started: float, text: str, **counts: Any) -
     logs.event("nightly", **{"step": name, "run": run.run_id, **counts, "seconds": run.steps[name]["seconds"]})
 
 
-def _check_data(run: RunResult, db_path: Path, landing: Path, ingested: dict[str, Any], config: Config,
+def _check_data(run: RunResult, wh: Warehouse, landing: Path, ingested: dict[str, Any], config: Config,
                 now: datetime) -> None:
     """Raise a data_quality alert (into the outbox, delivered with the gate's) when the data looks wrong."""
     t = time.perf_counter()
-    with db.writing(db_path) as con:
+    with wh.writing() as con:
         found = data_quality.problems(con, landing, ingested, config, now)
         alert = data_quality.build_alert(found, run.run_id, now) if found else None
         if alert and not sent_recently(con, alert["release"], alert["signature"], config, now):
@@ -82,14 +82,12 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 report_dir: Path | None = None, engine: Any = None) -> tuple[RunResult, list[GateResult]]:
     """`engine`: None for DuckDB, else a SparkEngine (pipeline/warehouse/spark/engine.py): events, rollups and
     the gate's SQL on Spark; the run, the manifest, evaluations, rollout state and alerts in the DuckDB file
-    either way."""
+    either way. One warehouse handle for the whole run (pipeline/warehouse/handle.py): every step gets it."""
     pinned = as_of
     as_of = now = clock.now(pinned)  # one moment for the run: ingest's future-event rule, the window, the stamps
     results: list[GateResult] = []
-    held = ExitStack()  # the writer lock: released before alert delivery waits on the network
-    held.enter_context(db.writer_lock(db_path, kind))
-    try:
-        with db.writing(db_path) as con:  # opening it marks the runs whose process died (pipeline/warehouse/runs.py)
+    with Warehouse(db_path, kind) as wh:
+        with wh.writing() as con:  # opening it marks the runs whose process died (pipeline/warehouse/runs.py)
             run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": now,
                                                                    **runs.identity()}).fetchone()[0])
         try:
@@ -97,9 +95,9 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             if engine is not None:
                 from pipeline.ingest.spark import ingest_spark
 
-                ingested = ingest_spark(db_path, engine, [landing], now=now)
+                ingested = ingest_spark(wh.path, engine, [landing], now=now)
             else:
-                ingested = ingest(db_path, [landing], now=now, batch_rows=batch_rows, reader=reader)
+                ingested = ingest(wh, [landing], now=now, batch_rows=batch_rows, reader=reader)
             d = ingested.to_dict()
             _step(run, "ingest", t, f"{d['loaded_files']} files loaded, {len(d['rejected_files'])} rejected, "
                   f"{len(d['skipped_files'])} already in; {d['accepted']} rows accepted, {d['quarantined']} "
@@ -108,15 +106,15 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 for f in d.get(f"{status}_files", []):
                     line = f"{status:<8} {shown(f['path'])}: {shown(f['reason'])}"
                     run.steps["ingest"]["text"] += f"\n             {line}"
-            _check_data(run, db_path, landing, d, config, now)
+            _check_data(run, wh, landing, d, config, now)
             stopping.check()  # a stop asked for during a step takes effect before the next one
             t = time.perf_counter()
             if engine is not None:
                 from pipeline.warehouse.spark.aggregate import refresh_spark
 
-                rolled = refresh_spark(db_path, engine, config, now=now)
+                rolled = refresh_spark(wh.path, engine, config, now=now)
             else:
-                rolled = refresh(db_path, config, now=now)
+                rolled = refresh(wh, config, now=now)
             _step(run, "aggregate", t, str(rolled), **rolled.to_dict())
             stopping.check()
             t = time.perf_counter()
@@ -125,12 +123,12 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 active = [r[0] for r in sqlfiles.run(engine, "gate/active_releases", window).fetchall()]
                 results = [evaluate_gate(engine, release, config, as_of=as_of, now=now) for release in active]
             else:
-                with db.reading(db_path) as con:
+                with wh.reading() as con:
                     use_settings(con, config)
                     active = [r[0] for r in sqlfiles.run(con, "gate/active_releases", window).fetchall()]
                     results = [evaluate_gate(con, release, config, as_of=as_of, now=now) for release in active]
             for result in results:
-                recorded = record_evaluation(db_path, result, config, trigger="nightly")
+                recorded = record_evaluation(wh, result, config, trigger="nightly", on_change=on_change)
                 run.verdicts[result.release] = result.verdict
                 if routing_dir:
                     from pipeline.rollout.routing import write_routing_table
@@ -142,13 +140,13 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                 from pipeline.views.report import write_reports  # Altair: only when reports are asked for
 
                 t = time.perf_counter()
-                with db.reading(db_path) as con:
+                with wh.reading() as con:
                     use_settings(con, config)
                     index = write_reports(con, results, config, report_dir)
                 _step(run, "report", t, f"{len(results)} reports, index {index}", reports=len(results))
-            held.close()  # a slow webhook must not stall other writers: deliver() takes the lock only to read/mark
+            wh.let_go()  # a slow webhook must not stall other writers: deliver() takes the lock only to read/mark
             t = time.perf_counter()
-            delivery = deliver(db_path, config, out=alert_out)
+            delivery = deliver(wh, config, out=alert_out)
             _step(run, "alerts", t, str(delivery).removeprefix("alerts: "), **delivery.to_dict())
             if delivery.pending:
                 raise TransientError(f"{len(delivery.pending)} alerts could not be delivered; "
@@ -161,16 +159,14 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             if stopping.stop_requested():  # a second signal inside DuckDB surfaces as "Query interrupted"
                 run.status, run.error = "interrupted", "stopped by a second signal"
                 raise Interrupted(run.error) from exc
-            run.status, run.error = "failed", db.storage_failure(db_path, exc) or f"{type(exc).__name__}: {exc}"
+            run.status, run.error = "failed", db.storage_failure(wh.path, exc) or f"{type(exc).__name__}: {exc}"
         finally:
             logs.event("nightly", step="end", run=run.run_id, status=run.status, error=run.error or "")
             summary = {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in run.steps.items()}
-            with db.writer_lock(db_path, kind, wait=db.busy_timeout()), db.writing(db_path) as con:
+            with wh.writing() as con:
                 sqlfiles.run(con, "ingest/finish_run", {
                     "run_id": run.run_id, "finished_at": clock.now(pinned), "status": run.status,
                     "summary": json.dumps({"steps": summary, "verdicts": run.verdicts,
                                            "data_quality": run.data_quality}, default=str),
                     "error": run.error})
-    finally:
-        held.close()
     return run, results

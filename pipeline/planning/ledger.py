@@ -322,11 +322,11 @@ RELEASE_LINES = ("edge_requests", "cloud_requests_avoided", "cloud_cost_avoided"
                  "update_bandwidth_cost", "engineering_cost", "net")
 
 
-def _label(name: str) -> str:
+def line_label(name: str) -> str:
     return {"energy_wh": "energy", "over_10s_share": "over 10 s share"}.get(name, name.replace("_", " "))
 
 
-def _value_text(f: Figure, currency: str) -> str:
+def value_text(f: Figure, currency: str) -> str:
     if f.value is None:
         return "–"
     text = fmt_amount(f.value, f.unit)
@@ -338,17 +338,17 @@ def _value_text(f: Figure, currency: str) -> str:
 
 
 def render_text(ledger: Ledger) -> str:
-    from pipeline.views.render import rows_as
+    from pipeline.common.tables import rows_as
 
     cur = ledger.currency or "(no currency set)"
     out = [f"ledger {ledger.release}: window {ledger.window_start:%Y-%m-%d %H:%M} .. {ledger.as_of:%Y-%m-%d %H:%M} "
            f"UTC, costs from {ledger.config_source} (digest {ledger.config_digest}); amounts in {cur}", ""]
     out.append("Release")
-    width = max(len(_label(n)) for n in RELEASE_LINES)
+    width = max(len(line_label(n)) for n in RELEASE_LINES)
     for name in RELEASE_LINES:
         f = ledger.totals[name]
         missing = ", ".join(f.missing) if name != "net" else "the costs listed below"
-        out.append(f"  {_label(name):<{width}}  {_value_text(f, ledger.currency):>16}  {f.basis}"
+        out.append(f"  {line_label(name):<{width}}  {value_text(f, ledger.currency):>16}  {f.basis}"
                    + (f" [missing: {missing}]" if f.missing else ""))
     missing = ledger.missing_costs
     out += ["", "Costs missing (terms not computed): " + "; ".join(missing) if missing

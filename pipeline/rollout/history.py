@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,10 +26,10 @@ from pipeline import __version__
 from pipeline.common.config import Config
 from pipeline.common.errors import DatabaseBusy
 from pipeline.common.vocabulary import Verdict
-from pipeline.delivery import alerts
 from pipeline.rollout import pending
 from pipeline.rollout import state as rollout
-from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse import handle, sqlfiles
+from pipeline.warehouse.handle import Warehouse
 
 TRIGGERS = ("ci", "nightly", "manual")
 
@@ -62,7 +63,13 @@ class Recorded:
         return self.stored
 
 
-def _store(con: Any, row: dict[str, Any], config: Config) -> dict[str, rollout.SegmentState] | None:
+# what recording a move of the rollout states raises, in the same transaction: delivery.alerts.on_change
+# (passed in by the caller: delivery sits above rollout in the flow)
+OnChange = Callable[[Any, str, "rollout.Status", dict[str, Any], dict[str, Any], Config, datetime], None]
+
+
+def _store(con: Any, row: dict[str, Any], config: Config,
+           on_change: OnChange) -> dict[str, rollout.SegmentState] | None:
     """One evaluation, its looks and its alert; None when it was stored already."""
     evaluated_at = datetime.fromisoformat(row["evaluated_at"])
     inserted = sqlfiles.run(con, "gate/insert_evaluation", {
@@ -74,31 +81,32 @@ def _store(con: Any, row: dict[str, Any], config: Config) -> dict[str, rollout.S
     release = row["release"]
     before = rollout.status(rollout.stored_states(con, release))
     states = rollout.apply(con, row, result, config, evaluated_at)
-    alert = alerts.alert_for_change(con, release, before, rollout.status(states), states, result, config,
-                                    evaluated_at)
-    if alert:
-        alerts.enqueue(con, alert, config, evaluated_at)
+    on_change(con, release, before, states, result, config, evaluated_at)
     return states
 
 
-def record_evaluation(db_path: Path, result: Any, config: Config, trigger: str = "manual") -> Recorded:
-    """Store `result` (with the evaluations waiting in the pending file, oldest first)."""
+def record_evaluation(warehouse: Warehouse | Path, result: Any, config: Config, trigger: str = "manual", *,
+                      on_change: OnChange) -> Recorded:
+    """Store `result` (with the evaluations waiting in the pending file, oldest first); `on_change` raises
+    the alert of each move of the rollout states (delivery.alerts.on_change)."""
     row = evaluation_row(result, trigger)
+    path = warehouse.path if isinstance(warehouse, Warehouse) else Path(warehouse)
     try:
-        with db.writer_lock(db_path, "gate"), db.writing(db_path) as con:
-            taken = pending.take(db_path)
+        # never waits for another writer (the nightly): busy, the evaluation waits in the pending file
+        with handle.of(warehouse, "gate", hold=False) as wh, wh.writing(lock_wait=0) as con:
+            taken = pending.take(path)
             rows = sorted(taken.rows + [row], key=lambda r: r["evaluated_at"])
             states: dict[str, rollout.SegmentState] = {}
             con.begin()
             for r in rows:
-                stored = _store(con, r, config)
+                stored = _store(con, r, config, on_change)
                 if r is row and stored is not None:
                     states = stored
             con.commit()
             pending.done(taken)
         return Recorded(True, taken.warnings, states)
     except DatabaseBusy:
-        pending.append(db_path, row)
+        pending.append(path, row)
         return Recorded(False)
 
 

@@ -321,21 +321,3 @@ class StateView:
                 "severity": st.severity,
                 "headline": headline(st, st, self.config, routes(self.states, self.config)),
                 "policy": dataclasses.asdict(self.config.rollout), "segments": self._rows()}
-
-    def __str__(self) -> str:
-        from pipeline.views.render import rows_as
-
-        d = self.to_dict()
-        p = self.config.rollout
-        if not self.states:
-            return (f"release {self.release}: no stored evaluation yet (pipeline gate --release {self.release}; "
-                    "--dry-run evaluations are not stored)")
-        columns = ["segment", "state", "since", "last look", "looks", "route", "why"]
-        rows = [(r["segment"], r["state"], r["since"] or "", r["last_day"] or "", r["recent"], r["route"],
-                 r["route_reason"] if r["segment"] != RELEASE else r["reason"]) for r in d["segments"]]
-        return "\n".join([
-            f"release {self.release}: {d['headline']} ({d['severity']})",
-            f"policy: roll back at {p.fail_looks} failing of the last {p.window_looks} looks (one look per as-of "
-            f"day); recover after {p.min_dwell_days} days without a failure, then {p.recover_looks} passing looks",
-            rows_as("table", columns, rows),
-            "looks: the last decisive looks, oldest first (F fail, P pass); `why` of a route quotes its state"])

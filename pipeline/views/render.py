@@ -1,61 +1,12 @@
-"""Query results as a table for people, or CSV / JSON for programs."""
+"""Gate results and rollout states as text for people (the terminal view is pipeline/views/terminal.py)."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from datetime import date, datetime
-from decimal import Decimal
 from typing import Any
 
 from pipeline.common.registry import BY_NAME, GATES, Gate
+from pipeline.common.tables import rows_as
 from pipeline.common.vocabulary import Status
-
-FORMATS = ("table", "csv", "json")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6g}" if abs(value) < 1e15 else repr(value)
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ", timespec="seconds")
-    return str(value)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def rows_as(fmt: str, columns: list[str], rows: list[tuple]) -> str:
-    if fmt == "json":
-        return json.dumps([{c: _jsonable(v) for c, v in zip(columns, r, strict=True)} for r in rows], indent=1)
-    if fmt == "csv":
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([[_cell(v) for v in r] for r in rows])
-        return out.getvalue().rstrip("\n")
-    text = [[_cell(v) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(r[i], int | float | Decimal) or r[i] is None for r in rows) for i in range(len(columns))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if num else c.ljust(w)
-                         for c, w, num in zip(cells, widths, numeric, strict=True)).rstrip()
-
-    lines = [line(columns), line(["-" * w for w in widths])] + [line(r) for r in text]
-    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(lines)
-
 
 _MARK = {Status.FAIL: "X", Status.INSUFFICIENT_DATA: "?", Status.NOT_APPLICABLE: "-", Status.PASS: "", None: "?"}
 
@@ -122,3 +73,22 @@ def _threshold(check: Any) -> str:
     t = check.threshold
     prefix = ">=" if spec.direction == "min" else "<="
     return f"{prefix}{t:.0f}" if abs(t) >= 100 else f"{prefix}{t:g}"
+
+def state_text(view: Any) -> str:
+    """`pipeline state`: a rollout.StateView as a headline, the policy, a table of segments and a key."""
+    from pipeline.rollout.state import RELEASE
+
+    d = view.to_dict()
+    p = view.config.rollout
+    if not view.states:
+        return (f"release {view.release}: no stored evaluation yet (pipeline gate --release {view.release}; "
+                "--dry-run evaluations are not stored)")
+    columns = ["segment", "state", "since", "last look", "looks", "route", "why"]
+    rows = [(r["segment"], r["state"], r["since"] or "", r["last_day"] or "", r["recent"], r["route"],
+             r["route_reason"] if r["segment"] != RELEASE else r["reason"]) for r in d["segments"]]
+    return "\n".join([
+        f"release {view.release}: {d['headline']} ({d['severity']})",
+        f"policy: roll back at {p.fail_looks} failing of the last {p.window_looks} looks (one look per as-of "
+        f"day); recover after {p.min_dwell_days} days without a failure, then {p.recover_looks} passing looks",
+        rows_as("table", columns, rows),
+        "looks: the last decisive looks, oldest first (F fail, P pass); `why` of a route quotes its state"])

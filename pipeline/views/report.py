@@ -477,14 +477,14 @@ def _ledger_section(ledger: Any) -> str:
     if ledger is None:
         return ""
     from pipeline.planning.estimates import fmt as fmt_estimate
-    from pipeline.planning.ledger import RELEASE_LINES, _label, _value_text
+    from pipeline.planning.ledger import RELEASE_LINES, line_label, value_text
 
     rows = []
     for name in RELEASE_LINES:
         f = ledger.totals[name]
         missing = f" (missing: {', '.join(f.missing)})" if f.missing else ""
-        rows.append(f"<tr><th scope=\"row\">{_e(_label(name))}</th>"
-                    f"<td class=\"num\">{_e(_value_text(f, ledger.currency))}</td>"
+        rows.append(f"<tr><th scope=\"row\">{_e(line_label(name))}</th>"
+                    f"<td class=\"num\">{_e(value_text(f, ledger.currency))}</td>"
                     f"<td class=\"basis\">{_e(f.basis + missing)}</td></tr>")
     missing = ledger.missing_costs
     costs = (f"<p class=\"caption\" id=\"ledger-missing\">Costs missing, so these terms are not computed: "

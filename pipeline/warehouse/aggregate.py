@@ -23,7 +23,8 @@ import duckdb
 
 from pipeline.common import clock
 from pipeline.common.config import Config
-from pipeline.warehouse import db, sketch, sqlfiles
+from pipeline.warehouse import handle, sketch, sqlfiles
+from pipeline.warehouse.handle import Warehouse
 
 CHUNK_ROWS = 1_000_000  # stored rows recomputed per pass of rollups/insert_days (whole days)
 
@@ -98,11 +99,12 @@ def save_state(con: duckdb.DuckDBPyConnection, digest: str, now: datetime) -> No
     sqlfiles.run(con, "rollups/set_state", {"last_file_id": last, "settings_digest": digest, "refreshed_at": now})
 
 
-def refresh(db_path: Path, config: Config, full: bool = False, now: datetime | None = None) -> RefreshResult:
+def refresh(warehouse: Warehouse | Path, config: Config, full: bool = False,
+            now: datetime | None = None) -> RefreshResult:
     now = clock.now(now)
     digest = settings_digest(config)
     start = time.perf_counter()
-    with db.writer_lock(db_path, "aggregate"), db.writing(db_path) as con:
+    with handle.of(warehouse, "aggregate") as wh, wh.writing() as con:
         state = sqlfiles.run(con, "rollups/state").fetchone()
         full = full or state is None or state[1] != digest
         after = 0 if full else state[0]

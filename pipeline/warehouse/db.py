@@ -146,12 +146,14 @@ def _open_waiting(path: Path, read_only: bool, config: dict | None,
     return _waiting(lambda: _open(path, read_only, config), wait)
 
 
-def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """The warehouse tables and views, in the connection's default database."""
-    con.execute(events_ddl(load_schema()))
-    con.execute(sqlfiles.sql_file("ddl/tables").text)
-    con.execute(sqlfiles.sql_file("ddl/derived").text)
-    runs.mark_aborted(con, utcnow())  # a writer opening the warehouse settles the runs whose process died
+def _create_tables(con: duckdb.DuckDBPyConnection, prepare: bool = True) -> None:
+    """The warehouse tables and views, in the connection's default database; `prepare` False: a run's
+    handle did that when it first opened the file (pipeline/warehouse/handle.py)."""
+    if prepare:
+        con.execute(events_ddl(load_schema()))
+        con.execute(sqlfiles.sql_file("ddl/tables").text)
+        con.execute(sqlfiles.sql_file("ddl/derived").text)
+        runs.mark_aborted(con, utcnow())  # a writer opening the warehouse settles the runs whose process died
     if os.environ.get(FAULT_ENV) == "checkpoint":
         con.execute("SET checkpoint_threshold = '1b'")
         con.execute("SET debug_checkpoint_abort = 'before_header'")
@@ -166,12 +168,13 @@ def scratch(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def connect_write(path: Path, wait: float | None = None) -> duckdb.DuckDBPyConnection:
-    """A read-write connection with the warehouse tables in place. Callers hold writer_lock."""
+def connect_write(path: Path, wait: float | None = None, prepare: bool = True) -> duckdb.DuckDBPyConnection:
+    """A read-write connection with the warehouse tables in place (`prepare`: put them there). Callers hold
+    writer_lock."""
     require_folder(path)
     con = _open_waiting(path, read_only=False, config=None, wait=wait)
     try:
-        _create_tables(con)
+        _create_tables(con, prepare)
     except BaseException:
         con.close()
         raise
@@ -182,7 +185,8 @@ WAREHOUSE = "warehouse"  # the catalog name of a warehouse attached by `attached
 
 
 @contextmanager
-def attached(con: duckdb.DuckDBPyConnection, path: Path, wait: float | None = None) -> Iterator[None]:
+def attached(con: duckdb.DuckDBPyConnection, path: Path, wait: float | None = None,
+             prepare: bool = True) -> Iterator[None]:
     """The warehouse at `path` attached read-write to `con` (a connection to another database, such
     as ingest's in-memory staging one) as its default database, with the tables in place; detached
     on leaving, which frees the file for readers. Waits for another process's brief hold like
@@ -192,7 +196,7 @@ def attached(con: duckdb.DuckDBPyConnection, path: Path, wait: float | None = No
     home = con.execute("SELECT current_database()").fetchone()[0]
     try:
         con.execute(f"USE {WAREHOUSE}")
-        _create_tables(con)
+        _create_tables(con, prepare)
         yield
     except BaseException:
         try:  # the database may have failed under the body: the exception in flight says why

@@ -1,0 +1,90 @@
+"""One run's warehouse: the handle a command or the nightly job opens once and passes to every step.
+
+It holds the writer lock for the run (taken when the handle is entered; a second writer is told at once)
+and is the only thing that opens the file: `writing()` read-write for one step's transaction, `attached()`
+the same into another connection (ingest's staging database), `reading()` read-only. DuckDB lets no other
+process open a file that one process holds read-write, so a step's connection closes when the step ends and
+a reader (the CI gate) gets in between steps; the tables and views are put in place, and the runs of dead
+processes settled, on the run's first opening only. `let_go()` releases the lock before the run waits on
+the network (alert delivery); a later `writing()` takes it back, waiting up to the busy timeout.
+
+Steps take `Warehouse | Path`: a script or a test may pass a path, and `of()` opens a handle on it for that
+one call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline.warehouse import db
+
+
+class Warehouse:
+    def __init__(self, path: Path, command: str):
+        self.path = Path(path)
+        self.command = command
+        self.opened = 0  # read-write openings of the file by this run
+        self._prepared = False
+        self._lock = ExitStack()
+
+    def __enter__(self) -> Warehouse:
+        self._lock.enter_context(db.writer_lock(self.path, self.command))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._lock.close()
+
+    def let_go(self) -> None:
+        """Release the writer lock (before waiting on the network); writing() takes it back."""
+        self._lock.close()
+
+    @contextmanager
+    def _session(self, lock_wait: float | None) -> Iterator[bool]:
+        with db.writer_lock(self.path, self.command, wait=db.busy_timeout() if lock_wait is None else lock_wait):
+            prepare = not self._prepared
+            yield prepare
+            self._prepared = True
+
+    @contextmanager
+    def writing(self, lock_wait: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The file read-write for one step, waiting up to the busy timeout for another process's brief hold
+        on it. `lock_wait`: how long to wait for the writer lock when the run has let go of it (default: the
+        busy timeout)."""
+        with self._session(lock_wait) as prepare:
+            con = db.connect_write(self.path, prepare=prepare)
+            self.opened += 1
+            try:
+                yield con
+            finally:
+                con.close()
+
+    @contextmanager
+    def attached(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+        """The file attached read-write to `con` as its default database, for one transaction (ingest's)."""
+        with self._session(None) as prepare, db.attached(con, self.path, prepare=prepare):
+            self.opened += 1
+            yield
+
+    @contextmanager
+    def reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with db.reading(self.path) as con:
+            yield con
+
+
+@contextmanager
+def of(where: Warehouse | Path, command: str, hold: bool = True) -> Iterator[Warehouse]:
+    """`where` itself, or a handle on that path for this one call (holding the writer lock throughout unless
+    `hold` is False: each writing() then takes it for its session)."""
+    if isinstance(where, Warehouse):
+        yield where
+        return
+    wh = Warehouse(Path(where), command)
+    if not hold:
+        yield wh
+        return
+    with wh:
+        yield wh
