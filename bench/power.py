@@ -25,7 +25,11 @@ the point's concentration: the releases rolled back on some night, and by the ga
 a loss of twice the tolerance (6 %) gives the median `devices_to_detect` of the release-wide quality check on
 night 7; the population is then scaled (devices and rows alike) so that about that many edge devices are
 present on night 7, and `--runs` releases of it are judged on nights 1-7. Printed: the share in which the
-night-7 look of the release-wide check rejects (the statement is 80 %), and the devices it stated there.
+night-7 look of the release-wide check rejects, and the devices it stated there. The statement is per release
+(its own design effect and cloud share), so the last column is the one to hold to 80 %: the releases whose
+own devices_to_detect lies within 5 % of the devices they have. Over all releases the share falls below 80 %
+where releases differ much in their variance: power is concave near 80 %, so the under-sized ones lose more
+than the over-sized ones gain.
 """
 
 from __future__ import annotations
@@ -159,7 +163,7 @@ def devices_check(config, points: tuple[Point, ...], runs: int, jobs: int, pilot
     print(f"loss {CHECK_LOSS:.0%} (twice the tolerance), night-7 look of the release-wide quality check, "
           f"gates/admission.yaml as shipped; pilot {pilot} releases, then {runs} at the stated size\n")
     print("| population | pilot: edge devices, median needed | scaled: edge devices, median stated | "
-          "rejected on night 7 | 95 % interval |")
+          "rejected on night 7 [95 %] | of them, those whose own statement is within 5 % of their devices |")
     print("|---|---|---|---|---|")
     for p in points:
         started = time.time()
@@ -170,9 +174,15 @@ def devices_check(config, points: tuple[Point, ...], runs: int, jobs: int, pilot
         done = _night_7([(pop, round(rows * scale), s, config) for s in range(runs)], jobs)
         k = sum(r for _, _, r in done)
         lo, hi = stats.wilson(k, runs, 0.95) or (0, 0)
+        # the statement is per release: of the releases whose own devices_to_detect is within 5 % of the
+        # devices they have, 80 % should be caught
+        near = [r for d, n, r in done if n and abs(d - n) <= 0.05 * n]
+        k_near = sum(near)
+        lo_n, hi_n = stats.wilson(k_near, len(near), 0.95) or (0, 0)
         print(f"| {p.name} | {present:,}, {needed:,} | {int(np.median([d for d, _, _ in done])):,}, "
-              f"{int(np.median([n for _, n, _ in done])):,} | {k}/{runs} ({k / runs:.1%}) | "
-              f"[{lo:.1%}, {hi:.1%}] |  ({time.time() - started:.0f} s)", flush=True)
+              f"{int(np.median([n for _, n, _ in done])):,} | {k}/{runs} ({k / runs:.1%}) [{lo:.1%}, {hi:.1%}] | "
+              f"{k_near}/{len(near)} ({k_near / max(1, len(near)):.1%}) [{lo_n:.1%}, {hi_n:.1%}] |  "
+              f"({time.time() - started:.0f} s)", flush=True)
 
 
 def main() -> None:
