@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/pipeline nightly --landing sample_logs --db telemetry.duckdb --as-of 2026-12-01 --report-dir reports
-	@echo "The README's examples run as written once the venv is on PATH:"
+	@echo "The examples of README.md and docs/ run as written once the venv is on PATH:"
 	@echo "  export PATH=\"$(CURDIR)/$(BIN):\$$PATH\""
 
 test: $(STAMP)

@@ -1,5 +1,5 @@
-"""Operating characteristics of the shipped gate over the heterogeneity family (README "Operating
-characteristics"), by simulation: the README's table is this script's output.
+"""Operating characteristics of the shipped gate over the heterogeneity family (docs/operating-characteristics.md),
+by simulation: that page's table is this script's output.
 
     .venv/bin/python bench/power.py [--runs 20] [--jobs 2] [--points all|N,...] [--json out.json]
     .venv/bin/python bench/power.py --p95 [--runs 10] [--jobs 2]

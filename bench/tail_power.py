@@ -1,4 +1,4 @@
-"""Power of the weak-network latency test (README "How the gate decides"), by simulation.
+"""Power of the weak-network latency test (docs/how-the-gate-decides.md), by simulation.
 
     .venv/bin/python bench/tail_power.py [--runs 4000]
 

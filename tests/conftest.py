@@ -139,7 +139,7 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("demo")
     shutil.copytree(ROOT / "sample_logs", folder / "sample_logs")
-    (folder / "gates").mkdir()  # the README's ledger example reads the example costs by this relative path
+    (folder / "gates").mkdir()  # docs/ledger.md's example reads the example costs by this relative path
     shutil.copy(ROOT / "gates" / "costs.example.yaml", folder / "gates" / "costs.example.yaml")
     done = subprocess.run([sys.executable, "-m", "pipeline", *demo_nightly_args()], capture_output=True, text=True,
                           cwd=folder, timeout=600)

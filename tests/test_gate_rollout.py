@@ -3,7 +3,7 @@ default policy, through evaluate_gate and the rollout state machine (pipeline/pl
 code as `pipeline backtest --simulated`).
 
 The fast sweeps run a few seeds at the sizes of the acceptance; `-m slow` runs 100 seeds each and
-asserts the rates the README states (measured by `pipeline backtest --simulated --runs 100`).
+asserts the rates docs/operating-characteristics.md states (measured by `pipeline backtest --simulated --runs 100`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def test_operating_characteristics_over_100_seeds(name, most, least):
     ("latency p95 at the budget, independent values", 0.05, None),
     ("latency p95 at 1.2 x the budget, independent values", None, 0.90),
     ("latency p95 at the budget, device-clustered", 0.05, None),
-    # correlated values carry less evidence: measured 81 % (README), short of the 90 % met on independent ones
+    # correlated values carry less evidence: measured 81 % (docs/operating-characteristics.md), short of the 90 % met
+    # on independent ones
     ("latency p95 at 1.2 x the budget, device-clustered", None, 0.75),
 ])
 def test_p95_budget_looks_over_100_seeds(name, most, least):

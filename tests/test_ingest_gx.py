@@ -208,7 +208,8 @@ def _stored(db_path: Path) -> tuple[list, list, list]:
 
 
 def _content_hash(path: Path, event_id: str) -> str:
-    """README's definition, computed apart from the pipeline: md5 of DuckDB's to_json of the contract columns."""
+    """docs/ingestion.md's definition, computed apart from the pipeline: md5 of DuckDB's to_json of the contract
+    columns."""
     con = duckdb.connect()
     try:
         return con.execute(f"SELECT md5(CAST(to_json(t) AS VARCHAR)) FROM (SELECT {', '.join(SCHEMA.names)} "

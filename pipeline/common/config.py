@@ -23,7 +23,7 @@ from pipeline.common.yamlspec import build, read_yaml, setting
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
 CONFIG_ENV = "PIPELINE_CONFIG"  # a config path for every command, beside PIPELINE_DB
 MODES = ("enforce", "observe")
-BURDENS = ("prove_harm", "prove_safe")  # README "How the gate decides": who must bring the evidence
+BURDENS = ("prove_harm", "prove_safe")  # docs/how-the-gate-decides.md: who must bring the evidence
 NETWORK_TYPES = ("wifi", "5g", "4g", "3g", "2g", "offline", "unknown")  # the contract's network_type values
 
 
@@ -215,7 +215,7 @@ class SparkSettings:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """Which engine stores events and runs the rollup and the gate's SQL (README "Spark")."""
+    """Which engine stores events and runs the rollup and the gate's SQL (docs/spark.md)."""
     name: str = _f("duckdb", choices=ENGINES, help="duckdb (one file) or spark (partitioned Parquet)")
     quantiles: str = _f("auto", choices=QUANTILE_ESTIMATORS,
                         help="window p95s: exact (raw events), sketch (merged daily log-bucket histograms), "

@@ -9,7 +9,7 @@ kind:
 - "comparison": the edge against the cloud baseline
 - "count_share": a share of device-days
 
-Every gate is judged by hypothesis tests (README "How the gate decides"); `tests`
+Every gate is judged by hypothesis tests (docs/how-the-gate-decides.md); `tests`
 names them: "" is the gate's main test, others are named parts (a family each).
 """
 
@@ -69,7 +69,8 @@ GATES: tuple[GateSpec, ...] = (
              threshold_key="max_share_over_cap"),
 )
 
-# statistics.estimand: how the rate and comparison gates weigh a device (README "What a rate means")
+# statistics.estimand: how the rate and comparison gates weigh a device
+# (docs/how-the-gate-decides.md "What a rate means")
 ESTIMANDS: tuple[str, ...] = ("per_device", "capped_requests", "requests")
 
 BY_NAME: dict[str, GateSpec] = {g.name: g for g in GATES}

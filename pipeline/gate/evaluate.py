@@ -2,7 +2,7 @@
 edge route or roll back to the cloud. SQL computes the figures (sql/gate/*.sql:
 per-device sums, order statistics); this module tests them against gates/admission.yaml.
 
-Two steps, in this order (README "How the gate decides"):
+Two steps, in this order (docs/how-the-gate-decides.md):
 
 1. measure: every gate of pipeline/common/registry.py gets a GateCheck holding its
    figures and its evidence: hypothesis tests (`tests`: name -> Test, each with

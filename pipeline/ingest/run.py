@@ -153,7 +153,7 @@ class _Batch:
 
 # Rows of whole files staged and validated together. Great Expectations has a fixed cost per run
 # (a few dozen SQL queries), so bigger batches are faster; peak memory grows with the batch
-# (README, Ingestion). A file larger than this is one batch of its own.
+# (docs/ingestion.md). A file larger than this is one batch of its own.
 DEFAULT_BATCH_ROWS = 1_000_000
 # Files per batch at most: what a batch holds per file (its validation, DuckDB's reader state) stays
 # bounded, so a backlog of many small files needs no more memory than a few thousand of them.

@@ -1,5 +1,5 @@
 """`pipeline ingest --engine spark`: landed Parquet -> validated, deduplicated rows in the Spark warehouse, with
-the per-file semantics of pipeline/ingest/run.py (README "Ingestion"; the same counts on the same files):
+the per-file semantics of pipeline/ingest/run.py (docs/ingestion.md; the same counts on the same files):
 
 1. read (Spark tasks, one per file, `mapInArrow`): the DuckDB ingest's own reading (`pipeline/ingest/reading.py`:
    sha256, every page's checksum, casts planned from the footer, then the file cast through the cast macros of

@@ -1,6 +1,6 @@
 """`pipeline backtest`: the configured gate and rollout policy replayed night by night over stored
-telemetry, to measure its operating characteristics on a team's own data (README "How the gate
-decides"). Each run re-draws the random parts below (seeded), loads the variant into an in-memory
+telemetry, to measure its operating characteristics on a team's own data (docs/backtest.md;
+docs/how-the-gate-decides.md). Each run re-draws the random parts below (seeded), loads the variant into an in-memory
 warehouse and judges it on each night, advancing the rollout states as the nightly job would:
 
 - "as stored": the release itself (on a release you trust, every rollback is a false one);
@@ -363,9 +363,9 @@ def _subsample_fraction(source: pa.Table, release: str, config: Config, as_of: d
 
 @dataclass(frozen=True)
 class Sweep:
-    """A simulated release rolled out over 14 nights, repeated over seeds: the README's operating
-    characteristics. p95_factor: edge latency redrawn so that every segment's true p95 is this x its
-    budget (device-correlated), and the share of segment looks failing inference_duration is counted."""
+    """A simulated release rolled out over 14 nights, repeated over seeds: the operating characteristics
+    of docs/operating-characteristics.md. p95_factor: edge latency redrawn so that every segment's true p95 is this x
+    its budget (device-correlated), and the share of segment looks failing inference_duration is counted."""
 
     name: str
     scenario: str
@@ -562,7 +562,7 @@ def simulated_rollout(scenario: str, rows: int, seed: int, config: Config, night
                       start: datetime = datetime(2026, 11, 1), fallback_spike: float = 0.0,
                       silent_share: float = 0.0) -> list[NightLook]:
     """A release of `pipeline simulate` rolled out over `nights` days (rows spread evenly), judged after
-    each night with the configured policy: the seed sweeps of the README's operating characteristics."""
+    each night with the configured policy: the seed sweeps of docs/operating-characteristics.md."""
     from pipeline.planning.simulate import INDEPENDENT, generate
 
     population = population or INDEPENDENT

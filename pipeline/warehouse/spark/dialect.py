@@ -13,7 +13,7 @@ rewrites it lacks, and the DuckDB list functions it passes through by name:
 `spark_sql(relname)` is what the Spark engine runs; tests/golden/spark/ holds the expected output of every
 file the gate and the rollup run on Spark (tests/golden/regenerate.py --update-goldens rewrites them,
 tests/test_transpile.py compares, no JVM needed). A file with a construct Spark has none of (`getvariable()`,
-`DELETE ... USING`, sequences) is not in SPARK_FILES: the Spark engine does that part its own way (README "Spark").
+`DELETE ... USING`, sequences) is not in SPARK_FILES: the Spark engine does that part its own way (docs/spark.md).
 """
 
 from __future__ import annotations
