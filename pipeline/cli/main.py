@@ -141,7 +141,7 @@ def _timeout_option(p: argparse.ArgumentParser) -> None:
 def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=["duckdb", "spark"], default=None,
                    help="where events live and the rollup and gate SQL run (default: engine.name of the config, "
-                        "else duckdb; README \"Spark\")")
+                        "else duckdb; docs/spark.md)")
     p.add_argument("--spark-remote", metavar="sc://HOST:PORT", default=None,
                    help="Spark Connect server to run on (implies --engine spark; default: engine.spark.remote)")
     p.add_argument("--spark-master", metavar="URL", default=None,
@@ -903,7 +903,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "every night of the window with the configured policy.")
     p.add_argument("--release", help="a release in the warehouse (one you trust: its rollbacks are false ones)")
     p.add_argument("--simulated", action="store_true",
-                   help="instead, the simulated releases of the README's operating characteristics (14 nights each)")
+                   help="instead, the simulated releases of docs/operating-characteristics.md (14 nights each)")
     _db_option(p)
     _config_option(p)
     _as_of_option(p)

@@ -117,7 +117,7 @@ class Statistics:
     weight_cap_rows: float = _f(20.0, 1, 1_000_000, help="capped_requests: rows a device counts for at most")
     primary_share: float = _f(0.8, 0.01, 1, help="share of a gate's alpha its release-wide check is tested at "
                               "first; its segment checks get the rest, and all of it once the release-wide check "
-                              "rejects (graphical gatekeeping, README)")
+                              "rejects (graphical gatekeeping, docs/how-the-gate-decides.md)")
 
     def weight_cap(self) -> float:
         """The SQL's $weight_cap: the most rows one device counts for under the estimand."""
