@@ -49,18 +49,8 @@ class Warehouse:
 
     def query(self, name: str, **params: Any) -> pl.DataFrame:
         """A named query of sql/queries/ (`pipeline query --list`), its params as keywords."""
-        queries = {q.name: q for q in sqlfiles.list_folder("queries")}
-        if name not in queries:
-            raise UsageError(f"no query {name!r}; known: {', '.join(queries)}")
-        q = queries[name]
-        names = sqlfiles.param_names(q)
-        unknown = sorted(set(params) - set(names))
-        if unknown:
-            raise UsageError(f"query {name}: no param {unknown[0]!r}; it takes {', '.join(names) or 'none'}")
-        missing = [p for p in sqlfiles.required_params(q) if params.get(p) is None]
-        if missing:
-            raise UsageError(f"query {name} needs {missing[0]}=...")
-        return self._frame(q.text, {n: None for n in names} | params)
+        q = sqlfiles.named_query(name)
+        return self._frame(q.text, sqlfiles.query_params(q, params))
 
     def fallback_rate(self, release: str | None = None, since: str | None = None,
                       by: list[str] | tuple[str, ...] = ("release", "network_bucket")) -> pl.DataFrame:

@@ -87,6 +87,28 @@ def param_types(sf: SqlFile) -> dict[str, str]:
     return types
 
 
+def named_query(name: str, hint: str = "") -> SqlFile:
+    """A query of sql/queries/ by name (`pipeline query` and the notebook API's query() both look it up
+    here); UsageError naming the known ones, and `hint` where to see them."""
+    queries = {q.name: q for q in list_folder("queries")}
+    if name not in queries:
+        raise UsageError(f"no query {name!r}; {hint or 'known: '}{', '.join(queries)}{')' if hint else ''}")
+    return queries[name]
+
+
+def query_params(sf: SqlFile, given: dict[str, Any], spelled: str = "{}=...") -> dict[str, Any]:
+    """`given` bound to the query's parameters: none unknown, every required one set (`spelled` how a
+    parameter is written where the user sets it), the others None."""
+    names = param_names(sf)
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise UsageError(f"query {sf.name}: no param {unknown[0]!r}; it takes {', '.join(names) or 'none'}")
+    missing = [p for p in required_params(sf) if given.get(p) is None]
+    if missing:
+        raise UsageError(f"query {sf.name} needs {spelled.format(missing[0])}")
+    return {n: None for n in names} | given
+
+
 def convert_params(sf: SqlFile, values: dict[str, str]) -> dict[str, Any]:
     """Text values from the command line as their declared types; UsageError names the param and the form."""
     types = param_types(sf)

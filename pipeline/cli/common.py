@@ -1,0 +1,287 @@
+"""What every command group shares: the parser, the common options, and reading the arguments
+(the database, the config, the engine, the clock) into what the commands pass on."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pipeline.common.errors import UsageError
+
+EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_DATA_QUALITY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+HARD_STOP = "stopped by a signal at once; the transaction in flight was rolled back, whole files are in; " \
+            "run it again to finish"
+EXIT_CODES = ("exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 usage or input error or any failure, "
+              "3 insufficient data (gate only), 4 data-quality alarm (nightly only), 124 sql/query time limit, "
+              "130 stopped by a signal")
+
+
+
+
+
+
+def _did_you_mean(tokens: Sequence[str], options: Sequence[str]) -> str:
+    """'; did you mean --release?' for the first option-like token that is not an option but is close to one."""
+    for token in tokens:
+        name = token.partition("=")[0]
+        if name.startswith("-") and name not in options:
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            if close:
+                return f"; {name} is not an option here: did you mean {close[0]}?"
+    return ""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage already; keep its message to one line, with a suggestion for a
+    mistyped option or command."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._seen = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:  # report it from the sub-command, whose options a mistyped one is close to
+            sub = self._subcommands().get(getattr(ns, "command", None) or "", self)
+            sub.error(f"unrecognized arguments: {' '.join(extras)}{_did_you_mean(extras, sub._option_names())}")
+        return ns
+
+    def _subcommands(self) -> dict[str, _Parser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    def _option_names(self) -> list[str]:
+        return list(self._option_string_actions)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:
+            close = difflib.get_close_matches(wrong.group(1), re.findall(r"'([^']*)'", wrong.group(2)), n=1)
+            message += f"; did you mean {close[0]}?" if close else ""
+        elif "unrecognized arguments" not in message:
+            message += _did_you_mean(getattr(self, "_seen", []), self._option_names())
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _db_option(p: argparse.ArgumentParser) -> None:
+    # SUPPRESS: given here it wins, else the value given before the command (`pipeline --db F gate`) stays
+    p.add_argument("--db", type=Path, default=argparse.SUPPRESS,
+                   help="DuckDB file (default: $PIPELINE_DB, else ./telemetry.duckdb)")
+
+
+def _global_options(p: argparse.ArgumentParser, top: bool) -> None:
+    """--debug and --log-format, taken before the command or after it (SUPPRESS: the one before stays)."""
+    p.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
+                   help="show tracebacks of unexpected errors")
+    p.add_argument("--log-format", choices=["text", "json"], default="text" if top else argparse.SUPPRESS,
+                   help="structured step logs on stderr (json for log collectors)")
+    p.add_argument("--busy-timeout", type=float, default=None if top else argparse.SUPPRESS, metavar="SECONDS",
+                   help="how long to wait for a database another process holds "
+                        "(default: $PIPELINE_BUSY_TIMEOUT, else 30)")
+
+
+def _format_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=["table", "csv", "json"], help="default: table on a terminal, else csv")
+
+
+def _as_of_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as-of", metavar="TIME",
+                   help="pin the clock for a replay: the end of the evaluation window and the 'now' of the "
+                        "future-event rule, ISO date or time in UTC (default: the wall clock)")
+
+
+def _ingest_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--validate-batch-rows", type=int, default=None, metavar="N",
+                   help="rows of whole files validated per Great Expectations run (default 1,000,000; memory vs speed)")
+    p.add_argument("--reader-timeout", type=float, default=None, metavar="SECONDS",
+                   help="reject a landed file whose reading takes longer (default 60)")
+    p.add_argument("--reader-memory", type=int, default=None, metavar="MB",
+                   help="reject a landed file whose reader needs more memory (default 2048)")
+
+
+def _reader_limits(args: argparse.Namespace) -> Any:
+    """The isolated reader's limits (pipeline/ingest/isolated.py), the defaults where no option is given."""
+    from pipeline.ingest.isolated import ReaderLimits
+
+    defaults = ReaderLimits()
+    return ReaderLimits(seconds=args.reader_timeout or defaults.seconds,
+                        memory_mb=args.reader_memory or defaults.memory_mb)
+
+
+def _timeout_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop the statement after this long, exit 124 (default: $PIPELINE_SQL_TIMEOUT, else 5; "
+                        "0 = no limit)")
+
+
+def _engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=["duckdb", "spark"], default=None,
+                   help="where events live and the rollup and gate SQL run (default: engine.name of the config, "
+                        "else duckdb; docs/spark.md)")
+    p.add_argument("--spark-remote", metavar="sc://HOST:PORT", default=None,
+                   help="Spark Connect server to run on (implies --engine spark; default: engine.spark.remote)")
+    p.add_argument("--spark-master", metavar="URL", default=None,
+                   help="master of a Spark session started here, e.g. local[4] (default: engine.spark.master)")
+    p.add_argument("--warehouse", metavar="DIR|URI", default=None,
+                   help="root of the Spark tables (default: engine.spark.warehouse, else <db>.spark beside --db)")
+
+
+def _engine_name(args: argparse.Namespace, config: Any) -> str:
+    if getattr(args, "spark_remote", None):
+        return "spark"
+    return getattr(args, "engine", None) or config.engine.name
+
+
+def _spark(args: argparse.Namespace, config: Any) -> Any:
+    """The Spark engine when the command runs on Spark, else None (pyspark is imported here, and only here,
+    for the commands that take --engine)."""
+    if _engine_name(args, config) != "spark":
+        return None
+    from pipeline.warehouse.spark.engine import open_engine
+
+    return open_engine(_db(args), config, master=args.spark_master, remote=args.spark_remote,
+                       warehouse=args.warehouse)
+
+
+@contextmanager
+def _telemetry(args: argparse.Namespace, config: Any) -> Iterator[Any]:
+    """Where the command reads events: the Spark engine, or a read-only connection to the DuckDB warehouse."""
+    spark = _spark(args, config)
+    if spark is not None:
+        yield spark
+        return
+    with _warehouse(args, config) as con:
+        yield con
+
+
+def _config_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, default=argparse.SUPPRESS,
+                   help="gate config (default: $PIPELINE_CONFIG, else the shipped gates/admission.yaml)")
+
+
+def _db(args: argparse.Namespace) -> Path:
+    from pipeline.warehouse.db import default_db_path
+
+    return args.db or default_db_path()
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def _show(args: argparse.Namespace, result: Any) -> None:
+    """A result object: its to_dict() under --json, else its text."""
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        print(result)
+
+
+class _ProgressBar:
+    """A one-line bar on stderr, only on a terminal and only for more than a few files."""
+
+    def __init__(self, min_files: int = 4):
+        self.enabled = sys.stderr.isatty()
+        self.min_files = min_files
+
+    def __call__(self, done: int, total: int, path: Path) -> None:
+        if not self.enabled or total < self.min_files:
+            return
+        width = 30
+        filled = width * done // total
+        from pipeline.ingest.landing import shown
+
+        name = shown(path.name)[:40]
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files {name:<40}")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _config(args: argparse.Namespace):
+    from pipeline.common.config import load_config
+
+    return load_config(getattr(args, "config", None))
+
+
+def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, spark: Any = None,
+                    warehouse: Any = None):
+    """The rollup refreshed, through the command's warehouse handle when it has one."""
+    if spark is not None:
+        from pipeline.warehouse.spark.aggregate import refresh_spark
+
+        return refresh_spark(_db(args), spark, config, full=full, now=_as_of(args))
+    from pipeline.warehouse.aggregate import refresh
+
+    return refresh(warehouse or _db(args), config, full=full, now=_as_of(args))
+
+
+@contextmanager
+def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False) -> Iterator[Any]:
+    """A read-only connection whose derived fields (network buckets, cap) follow `config`."""
+    from pipeline.warehouse import db
+    from pipeline.warehouse.aggregate import use_settings
+
+    with db.reading(_db(args), sandbox=sandbox) as con:
+        use_settings(con, config)
+        yield con
+
+
+def _evaluate(args: argparse.Namespace, config: Any, con: Any) -> Any:
+    from pipeline.gate.evaluate import evaluate_gate
+
+    return evaluate_gate(con, args.release, config, as_of=_as_of(args))
+
+
+def _format(args: argparse.Namespace) -> str:
+    return args.format or ("table" if sys.stdout.isatty() else "csv")
+
+
+def _timeout(args: argparse.Namespace) -> float:
+    from pipeline.warehouse.adhoc import default_timeout
+
+    if args.timeout is None:
+        return default_timeout()
+    if args.timeout < 0:
+        raise UsageError("--timeout must be >= 0 seconds (0 = no limit)")
+    return args.timeout
+
+
+def _require_release(con: Any, release: str) -> None:
+    from pipeline.gate.evaluate import require_release
+
+    require_release(con, release)
+
+
+def _as_of(args: argparse.Namespace) -> datetime | None:
+    """The pinned clock of a replay (--as-of), or None: the wall clock (pipeline/common/clock.py)."""
+    from pipeline.common import clock
+
+    if not getattr(args, "as_of", None):
+        return None
+    try:
+        return clock.parse(args.as_of)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+@contextmanager
+def _announce_new_warehouse(args: argparse.Namespace) -> Iterator[None]:
+    """ingest and nightly may start a warehouse in an existing folder: say so on stderr."""
+    path = _db(args)
+    existed = path.exists()
+    try:
+        yield
+    finally:
+        if not existed and path.exists():
+            print(f"pipeline {args.command}: created a new warehouse at {path}", file=sys.stderr)

@@ -1,0 +1,254 @@
+"""The gate commands: gate (the release gate of CI), explain, report, state, history and runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline.cli.common import (
+    EXIT_OK,
+    _as_of_option,
+    _config,
+    _config_option,
+    _db,
+    _db_option,
+    _emit_json,
+    _engine_options,
+    _evaluate,
+    _format,
+    _format_option,
+    _require_release,
+    _spark,
+    _telemetry,
+    _warehouse,
+)
+from pipeline.common.errors import UsageError
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    config = _config(args)
+    if args.check_config:
+        print(f"{config.source}: ok (digest {config.digest})")
+        return EXIT_OK
+    if not args.release:
+        raise UsageError("--release is required (or --check-config)")
+    from pipeline.delivery.alerts import on_change
+    from pipeline.rollout import state as rollout
+    from pipeline.rollout.history import default_trigger, record_evaluation
+    from pipeline.warehouse.handle import Warehouse
+
+    spark = _spark(args, config)
+    if spark is not None:  # events and rollups on Spark; rollout state in the DuckDB file
+        from pipeline.warehouse import db
+
+        result = _evaluate(args, config, spark)
+        with db.reading(_db(args)) as con:
+            states = rollout.preview(con, result.to_dict(), config)
+    else:
+        with _warehouse(args, config) as con:
+            result = _evaluate(args, config, con)
+            states = rollout.preview(con, result.to_dict(), config)  # what storing it will make of the states
+    _show_gate(args, result)
+    if args.dry_run:
+        print(f"pipeline gate: dry run: nothing stored, no alert; rollout would be: "
+              f"{rollout.describe(states, config)}", file=sys.stderr)
+    else:
+        # the command's handle: it takes the writer lock only to record and to deliver, never waiting for it
+        wh = Warehouse(_db(args), "gate")
+        recorded = record_evaluation(wh, result, config, trigger=args.trigger or default_trigger(),
+                                     on_change=on_change)
+        for warning in recorded.warnings:
+            print(f"pipeline gate: warning: {warning}", file=sys.stderr)
+        if not recorded:
+            print("pipeline gate: another writer is busy; this evaluation and its alert are stored by the next one",
+                  file=sys.stderr)
+        else:
+            states = recorded.states or states
+            if not args.json:
+                import textwrap
+
+                from pipeline.views.terminal import terminal_width
+
+                line = (f"rollout of release {result.release} now: {rollout.describe(states, config)} "
+                        f"(pipeline state --release {result.release})")
+                width = terminal_width(sys.stdout)  # wrapped like the gate view above it, not cut
+                print(textwrap.fill(line, width, subsequent_indent="  ") if width else line)
+            if not args.no_alerts:
+                _deliver_alerts(args, config, wh)
+    if args.routing_out:
+        from pipeline.rollout.routing import write_routing_table
+
+        write_routing_table(result, config, args.routing_out, states)
+    return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
+
+
+def _show_gate(args: argparse.Namespace, result: Any) -> None:
+    """--json: the contract's object; else the view for people (pipeline/views/terminal.py)."""
+    if args.json:
+        _emit_json(result.to_dict())
+        return
+    from pipeline.views.terminal import gate_view, terminal_width, wants_colour
+
+    print(gate_view(result, width=terminal_width(sys.stdout), colour=wants_colour(sys.stdout, args.no_color),
+                    wide=args.wide, show_all=args.all))
+
+
+def _deliver_alerts(args: argparse.Namespace, config: Any, warehouse: Any) -> None:
+    from pipeline.common.errors import DatabaseBusy
+    from pipeline.delivery.alerts import deliver
+
+    try:  # under --json stdout is the contract's object alone: alerts for the stdout sink go to stderr
+        delivery = deliver(warehouse, config, out=sys.stderr if args.json else sys.stdout)
+    except DatabaseBusy:
+        print("pipeline gate: alerts wait in the outbox: another writer is busy", file=sys.stderr)
+        return
+    if delivery.errors or delivery.repairs:
+        print(f"pipeline gate: {delivery}", file=sys.stderr)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from pipeline.views.terminal import explain_dict, explain_view, terminal_width, wants_colour
+
+    config = _config(args)
+    with _telemetry(args, config) as source:
+        result = _evaluate(args, config, source)
+    match = [s for s in result.segments if s.key == args.segment]
+    if not match:
+        known = ", ".join(s.key for s in result.segments) or "none"
+        if len(args.segment.split("/")) != 3:
+            raise UsageError(f"--segment {args.segment!r} is not of the form TASK/TIER/BUCKET "
+                             f"(e.g. rewrite/mid/weak); segments of release {args.release}: {known}")
+        raise UsageError(f"no segment {args.segment!r} in release {args.release}; segments: {known}")
+    if args.json:
+        _emit_json(explain_dict(result, match[0], config))
+    else:
+        print(explain_view(result, match[0], config, width=terminal_width(sys.stdout),
+                           colour=wants_colour(sys.stdout, args.no_color)))
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pipeline.views.report import report_filename, write_report
+
+    config = _config(args)
+    with _warehouse(args, config) as con:
+        result = _evaluate(args, config, con)
+        path = write_report(con, args.release, config, args.out or Path(report_filename(args.release)),
+                            result=result, candidates=args.candidate)
+    print(f"wrote {path} (release {result.release}: {result.verdict})")
+    return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from pipeline.common.tables import rows_as
+    from pipeline.rollout.history import history
+    from pipeline.warehouse import db
+
+    if args.limit < 1:
+        raise UsageError("--limit must be >= 1")
+    with db.reading(_db(args)) as con:
+        _require_release(con, args.release)
+        columns, rows = history(con, args.release, args.limit)
+    print(rows_as("json" if args.json else _format(args), columns, rows))
+    return EXIT_OK
+
+
+def cmd_state(args: argparse.Namespace) -> int:
+    from pipeline.rollout import state as rollout
+    from pipeline.warehouse import db
+
+    config = _config(args)
+    with db.reading(_db(args)) as con:
+        view = rollout.StateView(args.release, rollout.stored_states(con, args.release), config)
+    if args.json:
+        _emit_json(view.to_dict())
+    else:
+        from pipeline.views.render import state_text
+
+        print(state_text(view))
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from pipeline.common.tables import rows_as
+    from pipeline.warehouse import db, sqlfiles
+    from pipeline.warehouse.runs import aborted_text, alive
+
+    with db.reading(_db(args)) as con:
+        cur = sqlfiles.run(con, "ingest/recent_runs", {"limit": args.limit})
+        columns = [d[0] for d in cur.description][:-3]
+        rows = []
+        for *row, pid, host, proc_start in cur.fetchall():  # a run whose process died reads as aborted at once
+            if row[4] == "running" and not alive(pid, host, proc_start):
+                row[4], row[5] = "aborted", aborted_text(pid)
+            rows.append(tuple(row))
+    print(rows_as(_format(args), columns, rows))
+    return EXIT_OK
+
+
+def add_commands(sub: Any) -> None:
+    """This group's subcommands, in the order `pipeline --help` lists them."""
+    p = sub.add_parser("gate", help="decide keep edge / roll back to cloud per segment of a release",
+                       description="Exit status: 0 keep_edge, 1 partial_rollback or rollback_to_cloud, "
+                                   "2 usage or input error, 3 insufficient_data.")
+    p.add_argument("--release", help="the release to judge, e.g. 4.12 (matches the release column exactly)")
+    _db_option(p)
+    _config_option(p)
+    _as_of_option(p)
+    p.add_argument("--json", action="store_true", help="print the contract's JSON object")
+    p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
+    p.add_argument("--check-config", action="store_true", help="only validate the config and exit")
+    p.add_argument("--no-alerts", action="store_true", help="store the evaluation and its alert, send nothing now")
+    p.add_argument("--dry-run", action="store_true",
+                   help="compute and print only: store no evaluation, advance no rollout state, raise no alert")
+    p.add_argument("--trigger", choices=["ci", "nightly", "manual"],
+                   help="recorded with the evaluation (default: ci when $CI is set, else manual)")
+    p.add_argument("--all", action="store_true", help="list the insufficient-data segments too (else summarised)")
+    p.add_argument("--wide", action="store_true", help="every gate column, under the gates' full names, any width")
+    p.add_argument("--no-color", action="store_true", help="no colour (also: the NO_COLOR environment variable)")
+    _engine_options(p)
+    p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser("explain", help="every gate's figures for one segment, and why it decided so")
+    p.add_argument("--release", required=True, help="the release, e.g. 4.12")
+    p.add_argument("--segment", required=True, metavar="TASK/TIER/BUCKET", help="e.g. rewrite/mid/weak")
+    p.add_argument("--json", action="store_true", help="the figures as one JSON object, with their units")
+    p.add_argument("--no-color", action="store_true", help="no colour (also: the NO_COLOR environment variable)")
+    _db_option(p)
+    _config_option(p)
+    _as_of_option(p)
+    _engine_options(p)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("report", help="write a self-contained HTML page of a release's gate evaluation, with charts")
+    p.add_argument("--release", required=True, help="the release, e.g. 4.12")
+    p.add_argument("--out", type=Path, help="HTML file to write (default: ./report-<release>.html)")
+    p.add_argument("--candidate", type=Path, action="append", default=[], metavar="FILE",
+                   help="admit candidate file(s) for the estimate-beside-field table (default: gates/candidates/)")
+    _db_option(p)
+    _config_option(p)
+    _as_of_option(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("state", help="the rollout state of each segment of a release, its route and why")
+    p.add_argument("--release", required=True)
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_state)
+
+    p = sub.add_parser("history", help="the stored gate verdicts of a release over time")
+    p.add_argument("--release", required=True, help="the release, e.g. 4.12")
+    _db_option(p)
+    _format_option(p)
+    p.add_argument("--limit", type=int, default=20, help="the newest N evaluations (default 20)")
+    p.add_argument("--json", action="store_true", help="a JSON list (same as --format json)")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("runs", help="recent job runs and their outcome")
+    _db_option(p)
+    p.add_argument("--limit", type=int, default=20, help="how many runs, newest first (default 20)")
+    _format_option(p)
+    p.set_defaults(func=cmd_runs)
