@@ -3,8 +3,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import numpy as np
@@ -16,6 +19,22 @@ from pipeline.warehouse.schema import load_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 12, 2, 12, 0, 0)
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], timeout: float, what: str, every: float = 0.1) -> T:
+    """Polls `condition` every `every` s until it returns something true, and returns that; fails naming `what`
+    (the thing that never happened) after `timeout` s. For "wait until X has happened", instead of a fixed sleep
+    that is too short on a slow machine and too long on a fast one. The condition may raise to fail at once
+    (e.g. the process it watches has exited)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"not within {timeout:g} s: {what}")
+        time.sleep(every)
 
 
 def valid_table(n: int, seed: int = 0, start: datetime = NOW - timedelta(days=3)) -> pa.Table:

@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
-from conftest import ROOT, counts, run_cli, valid_table, write
+from conftest import ROOT, counts, run_cli, valid_table, wait_until, write
 
 from pipeline.cli.main import HARD_STOP
 
@@ -38,9 +38,23 @@ def sha256(path: Path) -> str:
 
 
 def start(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+    """`pipeline *args` in a subprocess, its output piped unless `kwargs` say otherwise."""
     return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
-                            **kwargs)
+                            env={**os.environ, **(env or {})},
+                            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs})
+
+
+def busiest_other_thread_cpu_s(pid: int) -> float:
+    """The CPU time of the busiest thread of process `pid` other than its main one (0 once it has ended)."""
+    most = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            if task.name != str(pid):
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                most = max(most, int(fields[11]) + int(fields[12]))  # utime + stime, in clock ticks
+    except (FileNotFoundError, ProcessLookupError):  # the process or the thread ended meanwhile
+        pass
+    return most / os.sysconf("SC_CLK_TCK")
 
 
 def files_rows(db_path: Path) -> list[tuple]:
@@ -99,12 +113,12 @@ def test_a_runaway_query_is_stopped_at_its_time_limit_with_exit_124(db_copy):
 def test_ctrl_c_stops_a_runaway_query_at_once_with_exit_130(db_copy):
     proc = start("sql", "--db", str(db_copy), "--timeout", "0", CPU_RUNAWAY)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:  # DuckDB's worker threads are up: it runs
-            time.sleep(0.2)
-            if len(os.listdir(f"/proc/{proc.pid}/task")) >= 3:
-                break
-        time.sleep(1.0)
+        def query_runs() -> bool:
+            assert proc.poll() is None, f"pipeline sql ended before its query ran: {proc.communicate()}"
+            # the query's work is the only thing that keeps a thread but the main one busy (startup: < 0.05 s)
+            return busiest_other_thread_cpu_s(proc.pid) >= 0.2
+
+        wait_until(query_runs, 60, "pipeline sql's query has run for 0.2 s of CPU in a thread", every=0.05)
         t = time.monotonic()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
@@ -264,14 +278,15 @@ def test_a_storm_of_signals_exits_130_and_leaves_whole_files(tmp_path, command):
         write(valid_table(2000, seed=300 + i), land / f"part-{i:02d}.parquet")
     args = [str(land)] if command == "ingest" else ["--landing", str(land)]
     proc = start(command, "--db", str(db_path), "--validate-batch-rows", "1", *args, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
+
+    def two_loaded() -> bool:
+        assert proc.poll() is None, f"pipeline {command} ended before it loaded 2 files: {proc.communicate()}"
         try:
-            if counts(db_path)["files_loaded"] >= 2:
-                break
-        except duckdb.Error:
-            continue
+            return counts(db_path)["files_loaded"] >= 2
+        except duckdb.Error:  # not a warehouse yet, or a batch is being written
+            return False
+
+    wait_until(two_loaded, 180, f"pipeline {command} loaded 2 of its {FILES} files")
     for i in range(6):  # to the whole group, the way Ctrl-C in a terminal and systemd's stop signal it
         os.killpg(proc.pid, signal.SIGTERM if i % 2 else signal.SIGINT)
         time.sleep(0.05)
@@ -416,30 +431,36 @@ def test_the_writer_lock_is_free_while_a_slow_webhook_answers(db_copy, tmp_path)
 
 
 def test_scheduler_warnings_are_json_lines_under_log_format_json(tmp_path):
-    land, db_path = tmp_path / "land", tmp_path / "telemetry.duckdb"
+    land, db_path, log = tmp_path / "land", tmp_path / "telemetry.duckdb", tmp_path / "stderr.log"
     write(valid_table(300, seed=9), land / "a.parquet")
-    proc = start("--log-format", "json", "schedule", "--db", str(db_path), "--landing", str(land),
-                 "--interval-seconds", "0.5")
-    time.sleep(1)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:  # the first run loads Great Expectations: several fire times pass
-        time.sleep(0.5)
-        try:
-            con = duckdb.connect(str(db_path), read_only=True)
-            ok = con.execute("SELECT count(*) FROM runs WHERE status = 'ok'").fetchone()[0]
-            con.close()
-        except duckdb.Error:
-            continue
-        if ok:
-            break
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    with log.open("w") as stderr:  # a file, to be read while the scheduler runs
+        proc = start("--log-format", "json", "schedule", "--db", str(db_path), "--landing", str(land),
+                     "--interval-seconds", "0.5", stderr=stderr)
+
+    def skipped(records: list[dict]) -> list[dict]:
+        return [r for r in records if r.get("logger") == "apscheduler.scheduler"
+                and "skipped: maximum number of running instances reached (1)" in r["event"]]
+
+    def ingested(records: list[dict]) -> bool:
+        return any(r.get("event") == "nightly" and r.get("step") == "ingest" for r in records)
+
+    def both_logged() -> bool:
+        assert proc.poll() is None, f"the scheduler ended: {log.read_text()}"
+        records = [json.loads(line) for line in log.read_text().splitlines(keepends=True)
+                   if line.endswith("\n") and line.startswith("{")]  # whole lines; any other fails below
+        return bool(skipped(records)) and ingested(records)
+
+    try:  # the first run loads Great Expectations: several fire times pass, each skipped
+        wait_until(both_logged, 180, "the scheduler logged a skipped fire time and a nightly's ingest step",
+                   every=0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    err = log.read_text()
     assert proc.returncode == 0, err
     records = [json.loads(line) for line in err.splitlines()]  # every line is JSON
-    skipped = [r for r in records if r.get("logger") == "apscheduler.scheduler"
-               and "skipped: maximum number of running instances reached (1)" in r["event"]]
-    assert skipped and skipped[0]["level"] == "warning"
-    assert any(r["event"] == "nightly" and r.get("step") == "ingest" for r in records)
+    assert skipped(records)[0]["level"] == "warning"
+    assert ingested(records)
 
 
 # 12. how long to wait for a busy database, and how to change it

@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import NOW, ROOT, counts, run_cli, valid_table, with_values, write
+from conftest import NOW, ROOT, counts, run_cli, valid_table, wait_until, with_values, write
 
 from pipeline.ingest.run import ingest
 from pipeline.warehouse.schema import load_schema
@@ -236,27 +236,29 @@ def test_kill_mid_ingest_leaves_whole_files_and_a_rerun_finishes(tmp_path, db_pa
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # Kill once a few files are in. The reader's connection is held through the kill: the writer,
     # which opens the file once per batch, is then blocked at its next batch and cannot finish first.
-    held = None
-    deadline = time.monotonic() + 120
-    while held is None and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.02)
+    def three_files_in() -> duckdb.DuckDBPyConnection | None:
+        """An open read connection once the manifest has 3 files (kept open), else None."""
+        assert proc.poll() is None, f"pipeline ingest ended (exit {proc.returncode}) before 3 files were in"
         try:
             con = duckdb.connect(str(db_path), read_only=True)
-        except duckdb.Error:
-            continue
+        except duckdb.Error:  # not created yet, or the writer holds it just now
+            return None
         try:
             n = con.execute("SELECT count(*) FROM files").fetchone()[0]
         except duckdb.Error:
             n = 0
         if n >= 3:
-            held = con
-        else:
-            con.close()
-    workers = children(proc.pid)  # Great Expectations runs in the ingest process: none are expected
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    if held is not None:
-        held.close()
+            return con
+        con.close()
+        return None
+
+    try:
+        held = wait_until(three_files_in, 120, f"pipeline ingest stored 3 of its {total} files", every=0.02)
+        workers = children(proc.pid)  # Great Expectations runs in the ingest process: none are expected
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    held.close()
     deadline = time.monotonic() + 10
     while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import signal
 import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import NOW, ROOT, counts, run_cli, valid_table, write
+from conftest import NOW, ROOT, counts, run_cli, valid_table, wait_until, write
 from test_alerts import Receiver
 
 from pipeline.common.config import load_config
@@ -51,19 +52,31 @@ def files_stored(db_path: Path) -> int:
         con.close()
 
 
-def wait_for(condition, timeout: float = 90, every: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("condition not met in time")
+def start(*args: str, log: Path | None = None) -> subprocess.Popen:
+    """`pipeline *args` in a subprocess; its stderr (the logs) into the file `log` if given, so that a test can read
+    them while it runs."""
+    stderr = subprocess.PIPE if log is None else log.open("w")
+    try:
+        return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, stderr=stderr)
+    finally:
+        if log is not None:
+            stderr.close()  # the child has its own copy
 
 
-def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def json_logs(log: Path) -> list[dict]:
+    """The records so far of a `--log-format json` log: its whole lines (not one still being written) that are JSON
+    (not, say, a library's warning printed by Python)."""
+    records = []
+    for line in log.read_text().splitlines(keepends=True):
+        if line.endswith("\n") and line.startswith("{"):
+            records.append(json.loads(line))
+    return records
+
+
+def schedule_start(log: Path) -> dict | None:
+    """The scheduler's `start` record (its next fire time and whether it catches up), once it has logged it."""
+    return next((r for r in json_logs(log) if r["event"] == "schedule" and r.get("step") == "start"), None)
 
 
 def stop(proc: subprocess.Popen) -> tuple[int, str, str]:
@@ -81,7 +94,8 @@ def landing(tmp_path: Path) -> Path:
 def test_scheduler_fires_refuses_a_second_and_stops_on_sigterm(db_path, landing):
     proc = start("schedule", "--db", str(db_path), "--landing", str(landing), "--interval-seconds", "2")
     try:
-        wait_for(lambda: [r for r in runs(db_path) if r[2] == "ok"])
+        wait_until(lambda: [r for r in runs(db_path) if r[2] == "ok"], 90, "a scheduled run finished ok",
+                   every=0.3)
         second = run_cli("schedule", "--db", str(db_path), "--landing", str(landing), "--interval-seconds", "2")
         assert second.returncode == 2
         assert f"database {db_path} already has a scheduler (pid {proc.pid}, `pipeline schedule" in second.stderr
@@ -126,26 +140,40 @@ def test_a_sigterm_taken_by_another_thread_still_stops_the_scheduler(tmp_path, d
     assert time.monotonic() - started < 10
 
 
-def test_a_missed_night_is_caught_up_exactly_once(db_path, landing):
+def test_a_missed_night_is_caught_up_exactly_once(db_path, landing, tmp_path):
     with db.writing(db_path) as con:  # the last scheduled run was two days ago: last night's 02:00 was missed
         con.execute("INSERT INTO runs (run_id, kind, started_at, finished_at, status) "
                     "VALUES (nextval('run_id_seq'), 'scheduled', ?, ?, 'ok')",
                     [db.utcnow() - timedelta(days=2), db.utcnow() - timedelta(days=2)])
-    proc = start("schedule", "--db", str(db_path), "--landing", str(landing), "--cron", "0 2 * * *")
+    first_log, again_log = tmp_path / "first.log", tmp_path / "again.log"
+    proc = start("--log-format", "json", "schedule", "--db", str(db_path), "--landing", str(landing),
+                 "--cron", "0 2 * * *", log=first_log)
     try:
+        plan = wait_until(lambda: schedule_start(first_log), 90, "the scheduler logged its start")
+        # one catch-up run now; the nightly itself not before the next 02:00 (not the missed one, as a misfire)
+        assert plan["catch_up"] is True, plan
+        next_run = datetime.fromisoformat(plan["next_run"])
+        assert (next_run.hour, next_run.minute) == (2, 0) and next_run > datetime.fromisoformat(plan["ts"]), plan
+
         def caught_up() -> bool:
             now = runs(db_path)
             return len(now) == 2 and now[-1][2] != "running"
 
-        wait_for(caught_up)
-        time.sleep(3)
-        assert len(runs(db_path)) == 2
+        wait_until(caught_up, 90, "the catch-up run was recorded as finished", every=0.3)
     finally:
-        stop(proc)
-    again = start("schedule", "--db", str(db_path), "--landing", str(landing), "--cron", "0 2 * * *")
-    time.sleep(6)  # the catch-up run is newer than the last fire time: nothing to catch up
-    code, _, err = stop(again)
-    assert code == 0, err
+        code, _, _ = stop(proc)
+    assert code == 0, first_log.read_text()
+    ended = [r["run"] for r in json_logs(first_log) if r["event"] == "nightly" and r.get("step") == "end"]
+    assert len(ended) == 1 and len(runs(db_path)) == 2, first_log.read_text()  # in the scheduler's whole life
+
+    again = start("--log-format", "json", "schedule", "--db", str(db_path), "--landing", str(landing),
+                  "--cron", "0 2 * * *", log=again_log)
+    try:  # the catch-up run is newer than the last fire time: nothing to catch up
+        plan = wait_until(lambda: schedule_start(again_log), 90, "the second scheduler logged its start")
+        assert plan["catch_up"] is False, plan
+    finally:
+        code, _, _ = stop(again)
+    assert code == 0, again_log.read_text()
     assert [r[2] for r in runs(db_path)] == ["ok", "ok"]
 
 
@@ -162,7 +190,7 @@ def _long_nightly(db_path: Path, tmp_path: Path, seed: int) -> tuple[subprocess.
         except duckdb.Error:
             return 0
 
-    wait_for(lambda: loaded() >= 3, every=0.1)
+    wait_until(lambda: loaded() >= 3, 90, "the nightly loaded 3 of its 16 files")
     return proc, land
 
 
@@ -267,7 +295,8 @@ def test_gate_answers_while_the_nightly_job_writes(db_path, tmp_path):
     before = files_stored(db_path)
     writer = start("nightly", "--db", str(db_path), "--landing", str(land), "--validate-batch-rows", "1")
     try:
-        wait_for(lambda: files_stored(db_path) > before, timeout=120)  # GX has loaded; files are being stored
+        # GX has loaded; files are being stored
+        wait_until(lambda: files_stored(db_path) > before, 120, "the nightly stored its first file", every=0.3)
         assert writer.poll() is None
         gate = run_cli("gate", "--db", str(db_path), "--release", "4.12", "--as-of", NOW.isoformat(), "--no-alerts")
         assert gate.returncode in (0, 1, 3), gate.stderr
