@@ -220,7 +220,7 @@ def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, s
     if spark is not None:
         from pipeline.warehouse.spark.aggregate import refresh_spark
 
-        return refresh_spark(_db(args), spark, config, full=full, now=_as_of(args))
+        return refresh_spark(warehouse or _db(args), spark, config, full=full, now=_as_of(args))
     from pipeline.warehouse.aggregate import refresh
 
     return refresh(warehouse or _db(args), config, full=full, now=_as_of(args))

@@ -55,7 +55,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if spark is not None:
             from pipeline.ingest.spark import ingest_spark
 
-            result = ingest_spark(wh.path, spark, args.paths, now=_as_of(args), progress=progress)
+            result = ingest_spark(wh, spark, args.paths, now=_as_of(args), progress=progress)
         else:
             result = ingest(wh, args.paths, now=_as_of(args), progress=progress,
                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, reader=_reader_limits(args))

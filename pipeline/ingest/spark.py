@@ -36,7 +36,7 @@ from pipeline.common import clock, stopping
 from pipeline.ingest.landing import discover
 from pipeline.ingest.rule_results import INDEX, STAGE, STAGED_FILE, RuleResult, Validation, ValidatorError
 from pipeline.ingest.run import FileResult, Progress, decided_file, demote
-from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.schema import Schema, load_schema
 from pipeline.warehouse.spark import batches
 from pipeline.warehouse.spark.engine import SparkEngine
@@ -152,9 +152,9 @@ def _per_file(validation: Validation, reads: dict[int, _Read]) -> dict[int, Vali
 
 
 class SparkIngestor:
-    def __init__(self, db_path: Path, engine: SparkEngine, now: datetime | None = None,
+    def __init__(self, wh: handle.Warehouse, engine: SparkEngine, now: datetime | None = None,
                  batch_files: int = DEFAULT_BATCH_FILES, schema: Schema | None = None):
-        self.db_path = db_path
+        self.wh = wh
         self.engine = engine
         self.spark = engine.spark
         self.warehouse = engine.warehouse
@@ -165,9 +165,9 @@ class SparkIngestor:
 
     def run(self, files: list[Path], progress: Progress | None = None) -> list[FileResult]:
         self.warehouse.ensure()
-        batches.recover(self.db_path, self.warehouse, self.now)
+        batches.recover(self.wh, self.warehouse, self.now)
         self.engine.refresh()
-        with db.writing(self.db_path) as con:
+        with self.wh.writing() as con:
             known = {row[0]: row[1:] for row in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
         results: list[FileResult] = []
         for start in range(0, len(files), self.batch_files):
@@ -221,7 +221,7 @@ class SparkIngestor:
         except BaseException:
             self.warehouse.discard(batch)
             raise
-        batches.publish(self.db_path, self.warehouse, batch, stored.clear, self.now)
+        batches.publish(self.wh, self.warehouse, batch, stored.clear, self.now)
         self.engine.refresh()
         for r in reads.values():
             self._by_file_id[r.file_id] = results[r.index]
@@ -274,7 +274,7 @@ class SparkIngestor:
     def _reserve(self, n: int) -> list[int]:
         if n == 0:
             return []
-        with db.writing(self.db_path) as con:
+        with self.wh.writing() as con:
             return [r[0] for r in sqlfiles.run(con, "ingest/reserve_file_ids", {"n": n}).fetchall()]
 
     # ---------------------------------------------------------------- quarantine, dedupe, staging
@@ -362,7 +362,7 @@ class SparkIngestor:
 
     def _commit(self, batch: str, manifest: list[tuple[int, FileResult, int, str]], manifest_ids: dict[int, int],
                 reads: dict[int, _Read], results: dict[int, FileResult], stored: _Stored) -> None:
-        with db.writing(self.db_path) as con, db.transaction(con):
+        with self.wh.writing() as con, db.transaction(con):
             rows = [(manifest_ids[i], result, size, sha) for i, result, size, sha in manifest]
             rows += [(r.file_id, results[r.index], r.size, r.sha) for r in reads.values()]
             for file_id, result, size, sha in rows:
@@ -396,14 +396,14 @@ class _Stored:
     clear: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
 
 
-def ingest_spark(db_path: Path, engine: SparkEngine, paths: list[Path], now: datetime | None = None,
+def ingest_spark(where: handle.Warehouse | Path, engine: SparkEngine, paths: list[Path], now: datetime | None = None,
                  progress: Progress | None = None, batch_files: int = DEFAULT_BATCH_FILES) -> Any:
     from pipeline.ingest.run import IngestResult
 
     landed = discover(paths)
     refused = [FileResult(r.path, "refused", reason=r.reason) for r in landed.refused]
     started = time.perf_counter()
-    with db.writer_lock(db_path, "ingest"):
-        result = IngestResult(SparkIngestor(db_path, engine, now, batch_files).run(landed.files, progress) + refused)
+    with handle.of(where, "ingest") as wh:
+        result = IngestResult(SparkIngestor(wh, engine, now, batch_files).run(landed.files, progress) + refused)
     result.seconds = time.perf_counter() - started  # type: ignore[attr-defined]
     return result

@@ -95,7 +95,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             if engine is not None:
                 from pipeline.ingest.spark import ingest_spark
 
-                ingested = ingest_spark(wh.path, engine, [landing], now=now)
+                ingested = ingest_spark(wh, engine, [landing], now=now)
             else:
                 ingested = ingest(wh, [landing], now=now, batch_rows=batch_rows, reader=reader)
             d = ingested.to_dict()
@@ -112,7 +112,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             if engine is not None:
                 from pipeline.warehouse.spark.aggregate import refresh_spark
 
-                rolled = refresh_spark(wh.path, engine, config, now=now)
+                rolled = refresh_spark(wh, engine, config, now=now)
             else:
                 rolled = refresh(wh, config, now=now)
             _step(run, "aggregate", t, str(rolled), **rolled.to_dict())

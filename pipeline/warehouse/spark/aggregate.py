@@ -15,14 +15,14 @@ from pathlib import Path
 
 from pipeline.common import clock
 from pipeline.common.config import Config
-from pipeline.warehouse import db, sketch, sqlfiles
+from pipeline.warehouse import db, handle, sketch, sqlfiles
 from pipeline.warehouse.aggregate import RefreshResult, histogram_error, save_settings, save_state, settings_digest
 from pipeline.warehouse.spark import batches
 from pipeline.warehouse.spark.engine import SparkEngine
 from pipeline.warehouse.spark.storage import new_batch_id
 
 
-def refresh_spark(db_path: Path, engine: SparkEngine, config: Config, full: bool = False,
+def refresh_spark(where: handle.Warehouse | Path, engine: SparkEngine, config: Config, full: bool = False,
                   now: datetime | None = None) -> RefreshResult:
     from pyspark.sql import functions as F
 
@@ -30,10 +30,10 @@ def refresh_spark(db_path: Path, engine: SparkEngine, config: Config, full: bool
     digest = settings_digest(config, "spark")
     start = time.perf_counter()
     warehouse = engine.warehouse
-    with db.writer_lock(db_path, "aggregate"):
+    with handle.of(where, "aggregate") as wh:
         warehouse.ensure()
-        batches.recover(db_path, warehouse, now)
-        with db.writing(db_path) as con:
+        batches.recover(wh, warehouse, now)
+        with wh.writing() as con:
             state = sqlfiles.run(con, "rollups/state").fetchone()
             stale = [(r, d.isoformat()) for r, d in sqlfiles.run(con, "spark/stale_days").fetchall()]
         full = full or state is None or state[1] != digest
@@ -63,13 +63,13 @@ def refresh_spark(db_path: Path, engine: SparkEngine, config: Config, full: bool
             for table in ("rollup_daily", "rollup_hist"):
                 clear.setdefault(table, set()).update(days)
         try:
-            with db.writing(db_path) as con, db.transaction(con):
+            with wh.writing() as con, db.transaction(con):
                 save_settings(con, config, digest, now)
                 save_state(con, digest, now)
                 batches.commit(con, batch, "rollup", clear, now)
         except BaseException:
             warehouse.discard(batch)
             raise
-        batches.publish(db_path, warehouse, batch, clear, now)
+        batches.publish(wh, warehouse, batch, clear, now)
         engine.refresh()
     return RefreshResult(full, [(r, date.fromisoformat(d)) for r, d in days], groups, time.perf_counter() - start)
