@@ -15,6 +15,7 @@ from conftest import ROOT
 from pipeline.common.config import Network
 from pipeline.common.registry import GATE_NAMES, Gate
 from pipeline.common.vocabulary import Bucket, Route, Status, Tier, Verdict
+from pipeline.warehouse import sqlfiles
 
 WORDS = sorted({*map(str, Verdict), Status.NOT_APPLICABLE, Route.EDGE_WITH_CLOUD_CHECK, *map(str, Bucket),
                 *map(str, Tier), *map(str, Gate)})
@@ -56,11 +57,16 @@ def test_the_weak_network_cut_is_set_once():
     assert hits == ["pipeline/common/config.py"], hits
 
 
-def test_sql_computes_the_bucket_in_one_view():
-    sql = {p.relative_to(ROOT).as_posix(): p.read_text() for p in (ROOT / "sql").rglob("*.sql")}
-    computing = [name for name, text in sql.items() if re.search(r"THEN\s+'weak'", text)]
-    assert computing == ["sql/ddl/derived.sql"]
+def test_sql_computes_the_bucket_in_one_view_and_names_it_by_parameter_elsewhere():
+    """sql/ddl/derived.sql computes network_bucket (a view takes no parameters); every other file names a
+    bucket as $bucket_offline / $bucket_weak, bound from the vocabulary by sqlfiles.run."""
+    sql = {p.relative_to(ROOT).as_posix(): p.read_text() for p in sorted((ROOT / "sql").rglob("*.sql"))}
+    naming = [name for name, text in sql.items() for b in Bucket if f"'{b}'" in text]
+    assert sorted(set(naming)) == ["sql/ddl/derived.sql"], naming
     assert all(">= 300" not in text and "> 300" not in text for text in sql.values())
+    assert sqlfiles.WORDS == {"bucket_offline": "offline", "bucket_weak": "weak"}
+    assert sqlfiles.with_words(sqlfiles.sql_file("gate/weak_latency"), {"release": "4.12"}) == {
+        "bucket_weak": "weak", "release": "4.12"}
 
 
 def test_json_carries_the_plain_strings():

@@ -22,8 +22,12 @@ import duckdb
 
 from pipeline.common import package_data
 from pipeline.common.errors import UsageError
+from pipeline.common.vocabulary import Bucket
 
 SQL_DIR = package_data.folder("sql")
+# words of common/vocabulary.py a SQL file names as $parameters instead of writing them out; bound by run() and
+# arrow() when the file uses them
+WORDS = {"bucket_offline": Bucket.OFFLINE.value, "bucket_weak": Bucket.WEAK.value}
 
 
 @dataclass(frozen=True)
@@ -126,15 +130,21 @@ def convert_params(sf: SqlFile, values: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def with_words(sf: SqlFile, params: dict[str, Any] | None) -> dict[str, Any]:
+    """`params`, and the vocabulary's words the file names (`$bucket_offline`, ...: WORDS)."""
+    return {**{k: v for k, v in WORDS.items() if f"${k}" in sf.text}, **(params or {})}
+
+
 def run(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None):
     """Execute one sql/ file with bound parameters; returns a cursor-like result (description, fetchall,
     fetchone). `con` is a DuckDB connection or an engine of pipeline/warehouse/engine.py (Spark runs the file
     transpiled): the caller does not know which."""
+    sf = sql_file(relname)
+    params = with_words(sf, params)
     runner = getattr(con, "run_sql_file", None)
     if runner is not None:
-        return runner(relname, params or {})
-    sf = sql_file(relname)
-    return con.execute(sf.text, params or {}) if params else con.execute(sf.text)
+        return runner(relname, params)
+    return con.execute(sf.text, params) if params else con.execute(sf.text)
 
 
 def dicts(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None) -> list[dict]:
@@ -146,7 +156,9 @@ def dicts(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, 
 
 def arrow(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, Any] | None = None) -> Any:
     """One sql/ file's rows as an Arrow table, on DuckDB or on an engine of pipeline/warehouse/engine.py."""
+    sf = sql_file(relname)
+    params = with_words(sf, params)
     runner = getattr(con, "arrow_sql_file", None)
     if runner is not None:
-        return runner(relname, params or {})
-    return con.sql(sql_file(relname).text, params=params or {}).to_arrow_table()
+        return runner(relname, params)
+    return con.sql(sf.text, params=params).to_arrow_table()

@@ -8,7 +8,7 @@ WITH picked AS (
     SELECT task, device_tier, device_id, total_ms, CASE WHEN on_device THEN 'edge' ELSE 'cloud' END AS side
     FROM events_enriched
     WHERE release = $release AND event_time >= $window_start AND event_time < $window_end
-      AND network_bucket = 'weak' AND total_ms IS NOT NULL
+      AND network_bucket = $bucket_weak AND total_ms IS NOT NULL
 ),
 p95s AS (
     SELECT side, task, device_tier, grouping(device_tier) * 2 AS level, quantile_cont(total_ms, 0.95) AS p95
@@ -22,7 +22,7 @@ per_device AS (
       ON p.side = q.side AND p.task = q.task AND (q.level = 2 OR p.device_tier = q.device_tier)
     GROUP BY q.side, q.task, q.device_tier, q.level, p.device_id
 )
-SELECT side, task, device_tier, 'weak' AS network_bucket, level, count(*) AS devices,
+SELECT side, task, device_tier, $bucket_weak AS network_bucket, level, count(*) AS devices,
        sum(total_n) AS total_n, sum(total_n * total_n) AS total_n_nn,
        sum(above) AS above, sum(above * above) AS above_kk, sum(above * total_n) AS above_kn
 FROM per_device

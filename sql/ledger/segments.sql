@@ -6,13 +6,13 @@
 SELECT task, device_tier, network_bucket,
        count(*) FILTER (WHERE on_device) AS edge_requests,
        count(*) FILTER (WHERE on_device AND route = 'edge_with_cloud_check') AS cloud_checks,
-       count(*) FILTER (WHERE on_device AND network_bucket = 'offline') AS offline_served,
+       count(*) FILTER (WHERE on_device AND network_bucket = $bucket_offline) AS offline_served,
        count(*) FILTER (WHERE on_device AND auto_fallback) AS fallbacks,
        coalesce(sum(prompt_tokens + output_tokens) FILTER (WHERE on_device AND auto_fallback), 0)::BIGINT
            AS fallback_tokens,
-       count(*) FILTER (WHERE on_device AND NOT auto_fallback AND network_bucket <> 'offline') AS avoided,
+       count(*) FILTER (WHERE on_device AND NOT auto_fallback AND network_bucket <> $bucket_offline) AS avoided,
        coalesce(sum(prompt_tokens + output_tokens)
-                FILTER (WHERE on_device AND NOT auto_fallback AND network_bucket <> 'offline'), 0)::BIGINT
+                FILTER (WHERE on_device AND NOT auto_fallback AND network_bucket <> $bucket_offline), 0)::BIGINT
            AS avoided_tokens,
        coalesce(sum(total_ms) FILTER (WHERE on_device), 0) / 1000.0 AS edge_seconds,
        count(throttled) FILTER (WHERE on_device) AS throttled_known,

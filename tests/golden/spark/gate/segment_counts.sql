@@ -29,9 +29,9 @@ WITH picked AS (
     COUNT(*) FILTER(WHERE
       adopted) AS adopted,
     COUNT(*) FILTER(WHERE
-      network_bucket <> 'offline') AS online_rows,
+      network_bucket <> :bucket_offline) AS online_rows,
     COUNT(*) FILTER(WHERE
-      adopted AND network_bucket <> 'offline') AS online_adopted,
+      adopted AND network_bucket <> :bucket_offline) AS online_adopted,
     COUNT(*) FILTER(WHERE
       fallback) AS fallbacks,
     COUNT(*) FILTER(WHERE

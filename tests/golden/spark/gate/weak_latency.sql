@@ -10,7 +10,7 @@ WITH picked AS (
     release = :release
     AND event_time >= :window_start
     AND event_time < :window_end
-    AND network_bucket = 'weak'
+    AND network_bucket = :bucket_weak
     AND NOT total_ms IS NULL
 ), p95s AS (
   SELECT
@@ -53,7 +53,7 @@ SELECT
   side,
   task,
   device_tier,
-  'weak' AS network_bucket,
+  :bucket_weak AS network_bucket,
   level,
   COUNT(*) AS devices,
   SUM(total_n) AS total_n,
