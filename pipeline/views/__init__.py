@@ -1,2 +1,2 @@
-"""How results are shown: the plain tables (render.py), the terminal views and the HTML report. May
-import the packages below it (common, warehouse, ingest, gate, rollout)."""
+"""How results are shown: the gate table and the state text (render.py), the terminal views, the HTML report
+and the notebook API on polars (frames.py). May import the packages below it (common ... planning)."""
