@@ -25,7 +25,9 @@ the point's concentration: the releases rolled back on some night, and by the ga
 a loss of twice the tolerance (6 %) gives the median `devices_to_detect` of the release-wide quality check on
 night 7; the population is then scaled (devices and rows alike) so that about that many edge devices are
 present on night 7, and `--runs` releases of it are judged on nights 1-7. Printed: the share in which the
-night-7 look of the release-wide check rejects, and the devices it stated there. The statement is per release
+night-7 look of the release-wide check rejects, the devices it stated there, the power the same formula states
+for each release at the devices it has (stats.ratio_power: its mean, which the share caught should match, and
+the releases caught by band of stated power). The statement is per release
 (its own design effect and cloud share), so the last column is the one to hold to 80 %: the releases whose
 own devices_to_detect lies within 5 % of the devices they have. Over all releases the share falls below 80 %
 where releases differ much in their variance: power is concave near 80 %, so the under-sized ones lose more
@@ -138,15 +140,21 @@ CHECK_LOSS = 0.06  # twice the shipped quality tolerance of 3 %
 CHECK_NIGHTS = 7
 
 
-def night_7_quality(population: Population, rows: int, seed: int, config) -> tuple[int, int, bool]:
+def night_7_quality(population: Population, rows: int, seed: int, config) -> tuple[int, int, bool, float]:
     """One release judged on nights 1-7: the release-wide quality check's devices present, its stated
-    devices_to_detect and whether it rejected, on night 7."""
+    devices_to_detect, whether it rejected, and the power the same formula gives its test at the devices it
+    has (stats.ratio_power), on night 7."""
     from pipeline.planning.backtest import simulated_rollout
 
     looks = simulated_rollout("aa", rows, seed, config, CHECK_NIGHTS, population, CHECK_LOSS)
     check = looks[-1].result.release_wide["quality_loss"]
     test = check.tests.get("")
-    return check.devices or 0, int(check.extra.get("devices_to_detect") or 0), bool(test and test.rejected)
+    x = check.extra
+    tau = 2 * check.threshold * check.baseline
+    power = stats.ratio_power(check.baseline, check.threshold, check.threshold, test.alpha, check.design_effect,
+                              x["cloud_design_effect"], x["cloud_units"] / x["edge_units"], tau,
+                              config.statistics.method == "sequential", x["edge_units"])
+    return check.devices or 0, int(x.get("devices_to_detect") or 0), bool(test and test.rejected), power or 0.0
 
 
 def _night_7(tasks: list, jobs: int) -> list:
@@ -163,24 +171,32 @@ def devices_check(config, points: tuple[Point, ...], runs: int, jobs: int, pilot
     print(f"loss {CHECK_LOSS:.0%} (twice the tolerance), night-7 look of the release-wide quality check, "
           f"gates/admission.yaml as shipped; pilot {pilot} releases, then {runs} at the stated size\n")
     print("| population | pilot: edge devices, median needed | scaled: edge devices, median stated | "
-          "rejected on night 7 [95 %] | of them, those whose own statement is within 5 % of their devices |")
-    print("|---|---|---|---|---|")
+          "rejected on night 7 [95 %] | power stated at the devices present, mean | rejected by stated power | "
+          "of them, those whose own statement is within 5 % of their devices |")
+    print("|---|---|---|---|---|---|---|")
     for p in points:
         started = time.time()
         first = _night_7([(p.population, rows, 10_000 + s, config) for s in range(pilot)], jobs)
-        present, needed = int(np.median([d for d, _, _ in first])), int(np.median([n for _, n, _ in first]))
+        present, needed = int(np.median([d for d, *_ in first])), int(np.median([n for _, n, *_ in first]))
         scale = needed / present
         pop = replace(p.population, devices=round(p.population.devices * scale))
         done = _night_7([(pop, round(rows * scale), s, config) for s in range(runs)], jobs)
-        k = sum(r for _, _, r in done)
+        k = sum(r for _, _, r, _ in done)
         lo, hi = stats.wilson(k, runs, 0.95) or (0, 0)
         # the statement is per release: of the releases whose own devices_to_detect is within 5 % of the
         # devices they have, 80 % should be caught
-        near = [r for d, n, r in done if n and abs(d - n) <= 0.05 * n]
+        near = [r for d, n, r, _ in done if n and abs(d - n) <= 0.05 * n]
         k_near = sum(near)
         lo_n, hi_n = stats.wilson(k_near, len(near), 0.95) or (0, 0)
-        print(f"| {p.name} | {present:,}, {needed:,} | {int(np.median([d for d, _, _ in done])):,}, "
-              f"{int(np.median([n for _, n, _ in done])):,} | {k}/{runs} ({k / runs:.1%}) [{lo:.1%}, {hi:.1%}] | "
+        stated = float(np.mean([w for *_, w in done]))
+        bins = []
+        for low, high in ((0, 0.6), (0.6, 0.75), (0.75, 0.85), (0.85, 1.01)):
+            caught = [r for *_, r, w in done if low <= w < high]
+            if caught:
+                bins.append(f"{low:.2f}-{min(high, 1):.2f}: {sum(caught)}/{len(caught)}")
+        print(f"| {p.name} | {present:,}, {needed:,} | {int(np.median([d for d, *_ in done])):,}, "
+              f"{int(np.median([n for _, n, *_ in done])):,} | {k}/{runs} ({k / runs:.1%}) [{lo:.1%}, {hi:.1%}] | "
+              f"{stated:.1%} | {'; '.join(bins)} | "
               f"{k_near}/{len(near)} ({k_near / max(1, len(near)):.1%}) [{lo_n:.1%}, {hi_n:.1%}] |  "
               f"({time.time() - started:.0f} s)", flush=True)
 

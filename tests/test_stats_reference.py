@@ -125,6 +125,25 @@ def test_one_look_sample_size_is_farrington_manning(p_cloud, share, deff_e, deff
     assert math.ceil(closed) == n
 
 
+@pytest.mark.parametrize("sequential", [False, True])
+def test_ratio_power_inverts_the_sample_size(sequential):
+    """At the size units_needed_ratio states the power is 0.80 (to the step of one unit), below it less, and
+    for one look it is the closed form Phi((gap sqrt(n) - z_alpha sqrt(v0)) / sqrt(v1))."""
+    args = (0.92, 0.03, 0.03, 0.007, 1.4, 1.1, 0.25, 2 * 0.03 * 0.92, sequential)
+    n = S.units_needed_ratio(*args[:4], 0.8, *args[4:])
+    assert S.ratio_power(*args, n) == pytest.approx(0.80, abs=0.002)
+    assert S.ratio_power(*args, n - 1) < 0.80 <= S.ratio_power(*args, n)
+    assert S.ratio_power(*args, n / 2) < 0.5
+    if not sequential:
+        theta, p2, p1 = 0.97, 0.92, 0.92 * 0.94
+        r1, r2 = S.fm_restricted(p1, 1, p2 * 0.25, 0.25, theta)
+        v0 = 1.4 * r1 * (1 - r1) + theta**2 * 1.1 * r2 * (1 - r2) / 0.25
+        v1 = 1.4 * p1 * (1 - p1) + theta**2 * 1.1 * p2 * (1 - p2) / 0.25
+        gap = theta * p2 - p1
+        closed = sps.norm.cdf((gap * math.sqrt(5000) - sps.norm.isf(0.007) * math.sqrt(v0)) / math.sqrt(v1))
+        assert S.ratio_power(*args, 5000) == pytest.approx(closed, rel=1e-9)
+
+
 def test_sample_size_delivers_its_power_in_simulation():
     """At the size it states, the one-look score test rejects a loss of twice the tolerance in 80 % of
     simulated releases (binomial rows), within 3 points, sequential as well at its boundary."""

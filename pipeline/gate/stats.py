@@ -593,6 +593,22 @@ def units_needed_ratio(p_cloud: float, tolerance: float, delta: float, alpha: fl
     return smallest_n(enough, 16, limit)
 
 
+def ratio_power(p_cloud: float, tolerance: float, delta: float, alpha: float, deff_edge: float, deff_cloud: float,
+                cloud_share: float, tau: float, sequential: bool, n: float) -> float | None:
+    """The power `units_needed_ratio` inverts: the chance that the adoption test rejects at `n` edge units when
+    the true relative loss is tolerance + delta, Phi((gap sqrt(n) - b sqrt(v0)) / sqrt(v1)) with b the test's
+    boundary at alpha (one look: z_alpha; sequential: the mixture SPRT's at variance v0 / n)."""
+    theta = 1 - tolerance
+    p2, p1 = p_cloud, p_cloud * (1 - tolerance - delta)
+    if not 0 < p2 < 1 or p1 <= 0 or cloud_share <= 0 or n <= 0:
+        return None
+    r1, r2 = fm_restricted(p1, 1.0, p2 * cloud_share, cloud_share, theta)
+    v0 = deff_edge * r1 * (1 - r1) + theta**2 * deff_cloud * r2 * (1 - r2) / cloud_share
+    v1 = deff_edge * p1 * (1 - p1) + theta**2 * deff_cloud * p2 * (1 - p2) / cloud_share
+    boundary = z_boundary(v0 / n, tau, alpha, sequential)
+    return _N.cdf(((theta * p2 - p1) * math.sqrt(n) - boundary * math.sqrt(v0)) / math.sqrt(v1))
+
+
 def rate_units_needed(p0: float, p1: float, above: bool, alpha: float, power: float, sequential: bool,
                       limit: int = 50_000_000) -> int | None:
     """Effective values for the one-sample rate test (`rate_p_value`) to reject with probability `power`
