@@ -13,12 +13,12 @@ import pytest
 from conftest import ROOT
 
 from pipeline.common.config import Network
-from pipeline.common.registry import GATE_NAMES, Gate
+from pipeline.common.registry import GATE_NAMES, GateName
 from pipeline.common.vocabulary import Bucket, Route, Status, Tier, Verdict
 from pipeline.warehouse import sqlfiles
 
 WORDS = sorted({*map(str, Verdict), Status.NOT_APPLICABLE, Route.EDGE_WITH_CLOUD_CHECK, *map(str, Bucket),
-                *map(str, Tier), *map(str, Gate)})
+                *map(str, Tier), *map(str, GateName)})
 TIMES = {"thermal": 2}  # the thermal gate's name is also its label
 # the same letters meaning something else: a named query and its column, a network_type value, a section key
 ELSEWHERE = {
@@ -72,5 +72,5 @@ def test_sql_computes_the_bucket_in_one_view_and_names_it_by_parameter_elsewhere
 def test_json_carries_the_plain_strings():
     import json
 
-    shown = json.dumps({Verdict.KEEP_EDGE: [Status.PASS, Gate.QUALITY_LOSS]})
+    shown = json.dumps({Verdict.KEEP_EDGE: [Status.PASS, GateName.QUALITY_LOSS]})
     assert shown == '{"keep_edge": ["pass", "quality_loss"]}'

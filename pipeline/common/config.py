@@ -141,8 +141,6 @@ class Alerts:
                                       "loaded for longer than this many days")
 
 
-
-
 @dataclass(frozen=True)
 class Routing:
     cloud_check_catches: tuple[str, ...] = _f(CLOUD_CHECK_CATCHES, choices=GATE_NAMES,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
-class Gate(StrEnum):
+class GateName(StrEnum):
     """The gates' names: the keys of gates/admission.yaml and of every output."""
 
     PEAK_MEMORY = "peak_memory"
@@ -36,7 +36,7 @@ class Gate(StrEnum):
 
 @dataclass(frozen=True)
 class GateSpec:
-    name: Gate
+    name: GateName
     label: str  # for people: column headers, alerts, the report
     unit: str  # of the measured figure: "ratio of RAM", "ms", "share", "relative loss", "°C"
     kind: str
@@ -49,23 +49,24 @@ class GateSpec:
 
 
 GATES: tuple[GateSpec, ...] = (
-    GateSpec(Gate.PEAK_MEMORY, "peak memory", "ratio of RAM", "p95_budget", "peak", "peak mem",
+    GateSpec(GateName.PEAK_MEMORY, "peak memory", "ratio of RAM", "p95_budget", "peak", "peak mem",
              threshold_key="max_p95_ratio"),
-    GateSpec(Gate.RESIDENT_MEMORY, "resident memory", "ratio of RAM", "p95_budget", "resident", "resident mem",
+    GateSpec(GateName.RESIDENT_MEMORY, "resident memory", "ratio of RAM", "p95_budget", "resident", "resident mem",
              threshold_key="max_p95_ratio"),
-    GateSpec(Gate.INFERENCE_DURATION, "inference duration", "ms", "p95_budget", "total", "p95 ms",
+    GateSpec(GateName.INFERENCE_DURATION, "inference duration", "ms", "p95_budget", "total", "p95 ms",
              threshold_key="max_p95_ms"),
-    GateSpec(Gate.COLD_START, "cold start", "ms", "p95_budget", "cold", "cold start ms", threshold_key="max_p95_ms"),
-    GateSpec(Gate.QUALITY_LOSS, "quality loss", "relative loss", "comparison", "adopted", "quality loss",
+    GateSpec(GateName.COLD_START, "cold start", "ms", "p95_budget", "cold", "cold start ms",
+             threshold_key="max_p95_ms"),
+    GateSpec(GateName.QUALITY_LOSS, "quality loss", "relative loss", "comparison", "adopted", "quality loss",
              threshold_key="max_relative_loss", cloud_check_catches=True),
-    GateSpec(Gate.FAILURE_DETECTABILITY, "failure detectability", "share", "rate", "detected", "detected", "min",
+    GateSpec(GateName.FAILURE_DETECTABILITY, "failure detectability", "share", "rate", "detected", "detected", "min",
              threshold_key="min_share", cloud_check_catches=True),
-    GateSpec(Gate.FALLBACK_RATE, "fallback rate", "share", "rate", "fallbacks", "fallback", threshold_key="max_rate",
-             cloud_check_catches=True, tests=("ceiling", "excess")),
-    GateSpec(Gate.WEAK_NETWORK_LATENCY, "weak-network latency", "ms", "comparison", "total", "weak-net ms"),
-    GateSpec(Gate.THERMAL, "thermal", "°C", "p95_budget", "rise", "rise °C", threshold_key="max_p95_rise_c",
+    GateSpec(GateName.FALLBACK_RATE, "fallback rate", "share", "rate", "fallbacks", "fallback",
+             threshold_key="max_rate", cloud_check_catches=True, tests=("ceiling", "excess")),
+    GateSpec(GateName.WEAK_NETWORK_LATENCY, "weak-network latency", "ms", "comparison", "total", "weak-net ms"),
+    GateSpec(GateName.THERMAL, "thermal", "°C", "p95_budget", "rise", "rise °C", threshold_key="max_p95_rise_c",
              tests=("", "throttled_share")),
-    GateSpec(Gate.DAILY_EDGE_SECONDS, "daily edge seconds", "share", "count_share", "device_days", "day cap",
+    GateSpec(GateName.DAILY_EDGE_SECONDS, "daily edge seconds", "share", "count_share", "device_days", "day cap",
              threshold_key="max_share_over_cap"),
 )
 

@@ -46,7 +46,7 @@ from pipeline.common.registry import label
 from pipeline.common.vocabulary import Status
 from pipeline.rollout import state as rollout
 from pipeline.views.render import fmt_value
-from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
 MAX_BACKOFF_S = 30.0
@@ -244,7 +244,7 @@ def deliver(warehouse: Warehouse | Path, config: Config, out: TextIO | None = No
     outcomes, never while waiting on the network; a crash in between re-sends (at least once, with
     the Idempotency-Key)."""
     out = out or sys.stdout
-    wh = warehouse if isinstance(warehouse, Warehouse) else Warehouse(Path(warehouse), "alerts")
+    wh = handle.handle_of(warehouse, "alerts")
     with wh.writing(lock_wait=0) as con:  # a busy writer is told at once: the alerts wait in the outbox
         rows = sqlfiles.run(con, "alerts/pending").fetchall()
     report, marks = Delivery(), []

@@ -39,7 +39,7 @@ from pipeline.common import clock
 from pipeline.common.config import Config
 from pipeline.common.errors import UnknownRelease
 from pipeline.common.output_schema import SCHEMA_VERSION
-from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, Gate
+from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, GateName
 from pipeline.common.vocabulary import Bucket, Status, Verdict
 from pipeline.gate import quantiles, stats
 from pipeline.warehouse import sketch, sqlfiles
@@ -468,21 +468,21 @@ class _Measure:
         return sketch.widen(interval, self.f.relative_error) if self.f.relative_error and interval else interval
 
     def peak_memory(self, row: dict, gates: Any) -> GateCheck:
-        return self._budget(Gate.PEAK_MEMORY, row, gates)
+        return self._budget(GateName.PEAK_MEMORY, row, gates)
 
     def resident_memory(self, row: dict, gates: Any) -> GateCheck:
-        return self._budget(Gate.RESIDENT_MEMORY, row, gates)
+        return self._budget(GateName.RESIDENT_MEMORY, row, gates)
 
     def inference_duration(self, row: dict, gates: Any) -> GateCheck:
-        return self._budget(Gate.INFERENCE_DURATION, row, gates)
+        return self._budget(GateName.INFERENCE_DURATION, row, gates)
 
     def cold_start(self, row: dict, gates: Any) -> GateCheck:
         if row["cold_n"] == 0:
-            check = self._new(Gate.COLD_START, gates)
+            check = self._new(GateName.COLD_START, gates)
             check.inapplicable, check.note = True, "no cold starts"
             return check
         # cold starts are rare by design: the test's own values_needed says when there are enough
-        return self._budget(Gate.COLD_START, row, gates, min_rows=1)
+        return self._budget(GateName.COLD_START, row, gates, min_rows=1)
 
     def quality_loss(self, row: dict, gates: Any) -> GateCheck:
         key = (row["task"], row["device_tier"])
@@ -505,7 +505,7 @@ class _Measure:
                 note = "stratified over network buckets" + (
                     "; offline rows not compared (no cloud baseline offline)" if offline else "")
                 return self._quality(strata, edge_pool, cloud_pool, LEVEL_NAMES[level], gates, note, offline)
-        check = self._new(Gate.QUALITY_LOSS, gates)
+        check = self._new(GateName.QUALITY_LOSS, gates)
         check.short_of_data, check.note = True, "no cloud baseline with enough rows"
         return check
 
@@ -525,11 +525,12 @@ class _Measure:
             if spec.kind == "p95_budget":
                 n, k, p0, harm_above, what = f"{spec.figure}_n", f"{spec.figure}_over", 1 - P95, True, \
                     "share of values above their task's budget"
-            elif spec.name in (Gate.FAILURE_DETECTABILITY, Gate.FALLBACK_RATE):
+            elif spec.name in (GateName.FAILURE_DETECTABILITY, GateName.FALLBACK_RATE):
                 thresholds = {getattr(g, spec.threshold_key) for g in settings}
                 if len(thresholds) != 1:
                     continue  # tasks with their own thresholds: no one release-wide hypothesis
-                n, k = ("failures", "detected") if spec.name == Gate.FAILURE_DETECTABILITY else ("rows", "fallbacks")
+                detected = spec.name == GateName.FAILURE_DETECTABILITY
+                n, k = ("failures", "detected") if detected else ("rows", "fallbacks")
                 p0, harm_above, what = thresholds.pop(), spec.direction == "max", spec.label
             else:
                 continue
@@ -550,7 +551,7 @@ class _Measure:
         strata = [(e, cl) for e, cl in strata if cl]
         edge_all, cloud_all = self.f.get("edge", ()), self.f.get("cloud", ())
         if not cloud_all or sum(cl["rows"] for _, cl in strata) < self.config.min_cloud_rows_for_baseline:
-            check = self._new(Gate.QUALITY_LOSS, self.config.gates)
+            check = self._new(GateName.QUALITY_LOSS, self.config.gates)
             check.short_of_data, check.note = True, "no cloud baseline with enough rows"
             return check
         check = self._quality(strata, edge_all, cloud_all, "release", self.config.gates,
@@ -566,7 +567,7 @@ class _Measure:
         devices compared whole, each by its rate over its online rows (offline rows have no cloud baseline),
         one stratum with each arm's own design effect: a device's rate within one bucket is noisier than its
         rate over the pool, so the pool's design effect would understate a bucket's variance."""
-        check = self._new(Gate.QUALITY_LOSS, gates)
+        check = self._new(GateName.QUALITY_LOSS, gates)
         if self.by_device:
             cells = [(edge_pool, cloud_pool)]
             n, k, note = "online_rows", "online_adopted", "devices compared whole over their online rows" + (
@@ -614,7 +615,7 @@ class _Measure:
         return check
 
     def failure_detectability(self, row: dict, gates: Any) -> GateCheck:
-        check = self._new(Gate.FAILURE_DETECTABILITY, gates)
+        check = self._new(GateName.FAILURE_DETECTABILITY, gates)
         check.rows, check.devices = row["failures"], row["failures_devices"]
         if row["failures"] == 0:
             check.inapplicable, check.note = True, "no failures"
@@ -628,7 +629,7 @@ class _Measure:
 
     def fallback_rate(self, row: dict, gates: Any) -> GateCheck:
         c = self.config
-        check = self._new(Gate.FALLBACK_RATE, gates)
+        check = self._new(GateName.FALLBACK_RATE, gates)
         r = self.ratio(row, "fallbacks", "rows")
         check.rows, check.devices, check.design_effect = row["rows"], row["devices"], r.design_effect
         check.measured = r.rate
@@ -666,7 +667,7 @@ class _Measure:
         Bahadur's representation (device-level variance of the share above it over the density there).
         The baseline stays in the weak bucket, own segment first, then all tiers."""
         c = self.config
-        check = self._new(Gate.WEAK_NETWORK_LATENCY, gates)
+        check = self._new(GateName.WEAK_NETWORK_LATENCY, gates)
         if row["network_bucket"] != Bucket.WEAK:
             check.inapplicable, check.note = True, "only judged in weak networks"
             return check
@@ -716,7 +717,7 @@ class _Measure:
         return math.log(p95), share_var * sparsity**2 / p95**2, share.design_effect
 
     def thermal(self, row: dict, gates: Any) -> GateCheck:
-        check = self._budget(Gate.THERMAL, row, gates)
+        check = self._budget(GateName.THERMAL, row, gates)
         ceiling = gates.thermal.max_throttled_share
         check.extra["max_throttled_share"] = ceiling
         if row["throttled_n"] >= self.config.min_measured_rows:
@@ -728,7 +729,7 @@ class _Measure:
         return check
 
     def daily_edge_seconds(self, row: dict, gates: Any) -> GateCheck:
-        check = self._new(Gate.DAILY_EDGE_SECONDS, gates)
+        check = self._new(GateName.DAILY_EDGE_SECONDS, gates)
         dd = self.device_days.get((row["task"], row["device_tier"], row["network_bucket"]))
         check.extra["cap_seconds"] = self.config.network.daily_edge_seconds_cap
         if not dd:
@@ -988,7 +989,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                    for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, params)}
     measure = _Measure(figures, device_days, config)
     segments = [measure.segment(row) for row in figures.segments()]
-    release_wide = {Gate.QUALITY_LOSS: measure.release_quality()} if segments else {}
+    release_wide = {GateName.QUALITY_LOSS: measure.release_quality()} if segments else {}
     gatekeepers = measure.gatekeepers() if segments else {}
     result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
                         gatekeepers=gatekeepers, cloud_only=not segments and figures.get("cloud", ()) is not None,

@@ -563,6 +563,21 @@ def holm_levels(p_values: dict[Hashable, float], alpha: float) -> dict[Hashable,
 # ------------------------------------------------------------------ sizing
 
 
+def _ratio_per_unit(p_cloud: float, tolerance: float, delta: float, deff_edge: float, deff_cloud: float,
+                    cloud_share: float) -> tuple[float, float, float] | None:
+    """Per edge unit, at a true relative loss of tolerance + delta: the score's mean gap theta p_cloud - p_edge,
+    its variance under the null (v0, at the Farrington-Manning restricted MLE of the expected counts) and
+    under the alternative (v1), each arm's binomial variance times its design effect."""
+    theta = 1 - tolerance
+    p2, p1 = p_cloud, p_cloud * (1 - tolerance - delta)
+    if not 0 < p2 < 1 or p1 <= 0 or cloud_share <= 0:
+        return None
+    r1, r2 = fm_restricted(p1, 1.0, p2 * cloud_share, cloud_share, theta)
+    v0 = deff_edge * r1 * (1 - r1) + theta**2 * deff_cloud * r2 * (1 - r2) / cloud_share
+    v1 = deff_edge * p1 * (1 - p1) + theta**2 * deff_cloud * p2 * (1 - p2) / cloud_share
+    return theta * p2 - p1, v0, v1
+
+
 def units_needed_ratio(p_cloud: float, tolerance: float, delta: float, alpha: float, power: float,
                        deff_edge: float, deff_cloud: float, cloud_share: float, tau: float,
                        sequential: bool, limit: int = 50_000_000) -> int | None:
@@ -574,16 +589,11 @@ def units_needed_ratio(p_cloud: float, tolerance: float, delta: float, alpha: fl
     MLE, V0), while its spread under the alternative is V1: the test rejects with probability `power` once
     (gap - z_power sqrt(V1)) / sqrt(V0) reaches the test's boundary (Farrington & Manning 1990, eq. 8; one
     look: n = (z_alpha sqrt(v0) + z_power sqrt(v1))^2 / gap^2 per unit)."""
-    theta = 1 - tolerance
-    p2 = p_cloud
-    p1 = p_cloud * (1 - tolerance - delta)
-    if not 0 < p2 < 1 or p1 <= 0 or cloud_share <= 0:
+    per_unit = _ratio_per_unit(p_cloud, tolerance, delta, deff_edge, deff_cloud, cloud_share)
+    if per_unit is None:
         return None
-    gap = theta * p2 - p1
+    gap, v0, v1 = per_unit
     z_power = _N.inv_cdf(power)
-    r1, r2 = fm_restricted(p1, 1.0, p2 * cloud_share, cloud_share, theta)  # restricted MLE at the expected counts
-    v0 = deff_edge * r1 * (1 - r1) + theta**2 * deff_cloud * r2 * (1 - r2) / cloud_share
-    v1 = deff_edge * p1 * (1 - p1) + theta**2 * deff_cloud * p2 * (1 - p2) / cloud_share
 
     def enough(n: int) -> bool:
         z = (gap * math.sqrt(n) - z_power * math.sqrt(v1)) / math.sqrt(v0)  # reached with probability `power`
@@ -598,15 +608,12 @@ def ratio_power(p_cloud: float, tolerance: float, delta: float, alpha: float, de
     """The power `units_needed_ratio` inverts: the chance that the adoption test rejects at `n` edge units when
     the true relative loss is tolerance + delta, Phi((gap sqrt(n) - b sqrt(v0)) / sqrt(v1)) with b the test's
     boundary at alpha (one look: z_alpha; sequential: the mixture SPRT's at variance v0 / n)."""
-    theta = 1 - tolerance
-    p2, p1 = p_cloud, p_cloud * (1 - tolerance - delta)
-    if not 0 < p2 < 1 or p1 <= 0 or cloud_share <= 0 or n <= 0:
+    per_unit = _ratio_per_unit(p_cloud, tolerance, delta, deff_edge, deff_cloud, cloud_share)
+    if per_unit is None or n <= 0:
         return None
-    r1, r2 = fm_restricted(p1, 1.0, p2 * cloud_share, cloud_share, theta)
-    v0 = deff_edge * r1 * (1 - r1) + theta**2 * deff_cloud * r2 * (1 - r2) / cloud_share
-    v1 = deff_edge * p1 * (1 - p1) + theta**2 * deff_cloud * p2 * (1 - p2) / cloud_share
+    gap, v0, v1 = per_unit
     boundary = z_boundary(v0 / n, tau, alpha, sequential)
-    return _N.cdf(((theta * p2 - p1) * math.sqrt(n) - boundary * math.sqrt(v0)) / math.sqrt(v1))
+    return _N.cdf((gap * math.sqrt(n) - boundary * math.sqrt(v0)) / math.sqrt(v1))
 
 
 def rate_units_needed(p0: float, p1: float, above: bool, alpha: float, power: float, sequential: bool,

@@ -80,7 +80,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pipeline.common import vocabulary
 from pipeline.common.errors import ConfigError
-from pipeline.common.registry import Gate
+from pipeline.common.registry import GateName
 from pipeline.common.vocabulary import TIERS
 from pipeline.common.yamlspec import build, read_yaml, setting
 
@@ -532,7 +532,7 @@ class AdmitResult:
             name = f"edge {t.target.tier} ({t.target.mem_class_gb} GB)"
             ok = "within budget" if t.within_budget else "OVER BUDGET"
             out.append(f"  {name:<22}{fmt_seconds(t.latency.ttft_s):>7}s{fmt_seconds(t.latency.total_s):>8}s  {ok}")
-        peak, resident = self.gate(Gate.PEAK_MEMORY), self.gate(Gate.RESIDENT_MEMORY)
+        peak, resident = self.gate(GateName.PEAK_MEMORY), self.gate(GateName.RESIDENT_MEMORY)
         out += ["", f"Memory on the smallest tier ({self.memory_tier.tier}, {ram} GB RAM)",
                 f"  weights {_gb(m.weights_bytes)} + KV cache {_gb(m.kv_cache_bytes)} "
                 f"+ runtime {_gb(m.runtime_overhead_bytes)}",
@@ -592,24 +592,24 @@ def assess(candidate: Candidate, config: Config, source: str = "") -> AdmitResul
     worst_ms = slowest.latency.total_s * 1000
     delivery = c.streamable or c.asynchronous
     checks = (
-        GateCheck(Gate.PEAK_MEMORY, _verdict(peak <= gates.peak_memory.max_p95_ratio), gates.peak_memory.mode,
+        GateCheck(GateName.PEAK_MEMORY, _verdict(peak <= gates.peak_memory.max_p95_ratio), gates.peak_memory.mode,
                   peak, gates.peak_memory.max_p95_ratio,
                   f"{_pct(peak)} of {ram} GB (max {_pct(gates.peak_memory.max_p95_ratio)})"),
-        GateCheck(Gate.RESIDENT_MEMORY, _verdict(resident <= gates.resident_memory.max_p95_ratio),
+        GateCheck(GateName.RESIDENT_MEMORY, _verdict(resident <= gates.resident_memory.max_p95_ratio),
                   gates.resident_memory.mode, resident, gates.resident_memory.max_p95_ratio,
                   f"{_pct(resident)} of {ram} GB (max {_pct(gates.resident_memory.max_p95_ratio)})"),
-        GateCheck(Gate.INFERENCE_DURATION, _verdict(worst_ms <= gates.inference_duration.max_p95_ms and delivery),
+        GateCheck(GateName.INFERENCE_DURATION, _verdict(worst_ms <= gates.inference_duration.max_p95_ms and delivery),
                   gates.inference_duration.mode, worst_ms, gates.inference_duration.max_p95_ms,
                   f"{fmt_seconds(slowest.latency.total_s)} s on {slowest.target.tier} "
                   f"(max {fmt_seconds(ceiling_s)} s), "
                   + ("streamable" if c.streamable else "asynchronous" if c.asynchronous
                      else "neither streamable nor asynchronous")),
-        GateCheck(Gate.QUALITY_LOSS,
+        GateCheck(GateName.QUALITY_LOSS,
                   _verdict(None if c.quality_loss is None else c.quality_loss <= gates.quality_loss.max_relative_loss),
                   gates.quality_loss.mode, c.quality_loss, gates.quality_loss.max_relative_loss,
                   ("not declared" if c.quality_loss is None else _pct(c.quality_loss))
                   + f" (max {_pct(gates.quality_loss.max_relative_loss)})"),
-        GateCheck(Gate.FAILURE_DETECTABILITY,
+        GateCheck(GateName.FAILURE_DETECTABILITY,
                   _verdict(None if c.failure_detectability is None
                            else c.failure_detectability >= gates.failure_detectability.min_share),
                   gates.failure_detectability.mode, c.failure_detectability, gates.failure_detectability.min_share,

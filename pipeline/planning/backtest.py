@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from pipeline.common.config import Config
 from pipeline.common.output_schema import SCHEMA_VERSION
-from pipeline.common.registry import Gate
+from pipeline.common.registry import GateName
 from pipeline.common.vocabulary import Status
 from pipeline.gate import stats
 from pipeline.gate.evaluate import GateResult, budget_params, evaluate_gate, require_release
@@ -41,7 +41,7 @@ from pipeline.rollout import state as rollout
 from pipeline.warehouse import db, sqlfiles
 from pipeline.warehouse.aggregate import use_settings
 
-COMPARISON_GATES = (Gate.QUALITY_LOSS, Gate.FALLBACK_RATE, Gate.WEAK_NETWORK_LATENCY)
+COMPARISON_GATES = (GateName.QUALITY_LOSS, GateName.FALLBACK_RATE, GateName.WEAK_NETWORK_LATENCY)
 USER_FALLBACK = "edited"
 
 
@@ -112,10 +112,10 @@ def _set_where(t: pa.Table, column: str, mask: np.ndarray, value: str) -> pa.Tab
 INJECTIONS: dict[str, tuple[str, str, Callable[[pa.Table, np.random.Generator, float], pa.Table], str]] = {
     # name: (gate it targets, label, how, figure scaled in the warehouse). latency and memory put each
     # segment's p95 at (1 + x) x its budget: a breach of that size, whatever the stored p95 was.
-    "adoption": (Gate.QUALITY_LOSS, "adoption -{x:.0%} relative", _adoption_loss, ""),
-    "latency": (Gate.INFERENCE_DURATION, "latency p95 at {y:.2f}x budget", _unchanged, "total"),
-    "memory": (Gate.PEAK_MEMORY, "peak memory p95 at {y:.2f}x budget", _unchanged, "memory"),
-    "fallback": (Gate.FALLBACK_RATE, "fallback +{x:.0%} of edge rows", _fallback_spike, ""),
+    "adoption": (GateName.QUALITY_LOSS, "adoption -{x:.0%} relative", _adoption_loss, ""),
+    "latency": (GateName.INFERENCE_DURATION, "latency p95 at {y:.2f}x budget", _unchanged, "total"),
+    "memory": (GateName.PEAK_MEMORY, "peak memory p95 at {y:.2f}x budget", _unchanged, "memory"),
+    "fallback": (GateName.FALLBACK_RATE, "fallback +{x:.0%} of edge rows", _fallback_spike, ""),
 }
 DEFAULT_INJECTIONS = ("adoption=0.10", "latency=0.20", "memory=0.20", "fallback=0.10")
 
@@ -445,15 +445,15 @@ def run_sweep(sweep: Sweep, seed: int, config: Config, nights: int = 14) -> Swee
     if rolled:
         out.ever, out.first_nights = 1, [rolled[0]]
         out.by_night_7 = int(rolled[0] <= 7)
-    out.for_quality = int(any(Gate.QUALITY_LOSS in look.rolled_gates for look in looks))
+    out.for_quality = int(any(GateName.QUALITY_LOSS in look.rolled_gates for look in looks))
     out.by_gate = {g: 1 for g in set().union(*(look.rolled_gates for look in looks))}
-    quality = looks[min(7, len(looks)) - 1].result.release_wide.get(Gate.QUALITY_LOSS)
+    quality = looks[min(7, len(looks)) - 1].result.release_wide.get(GateName.QUALITY_LOSS)
     if quality is not None and quality.extra.get("devices_to_detect"):
         out.devices_to_detect = [int(quality.extra["devices_to_detect"])]
     if sweep.p95_factor is not None:
         for look in looks:
             for seg in look.result.judged:
-                check = seg.checks[Gate.INFERENCE_DURATION]
+                check = seg.checks[GateName.INFERENCE_DURATION]
                 if check.status in (Status.PASS, Status.FAIL):
                     out.looks += 1
                     out.looks_failed += check.status == Status.FAIL

@@ -90,11 +90,11 @@ def record_evaluation(warehouse: Warehouse | Path, result: Any, config: Config, 
     """Store `result` (with the evaluations waiting in the pending file, oldest first); `on_change` raises
     the alert of each move of the rollout states (delivery.alerts.on_change)."""
     row = evaluation_row(result, trigger)
-    path = warehouse.path if isinstance(warehouse, Warehouse) else Path(warehouse)
+    wh = handle.handle_of(warehouse, "gate")
     try:
         # never waits for another writer (the nightly): busy, the evaluation waits in the pending file
-        with handle.of(warehouse, "gate", hold=False) as wh, wh.writing(lock_wait=0) as con:
-            taken = pending.take(path)
+        with wh.writing(lock_wait=0) as con:
+            taken = pending.take(wh.path)
             rows = sorted(taken.rows + [row], key=lambda r: r["evaluated_at"])
             states: dict[str, rollout.SegmentState] = {}
             con.begin()
@@ -106,7 +106,7 @@ def record_evaluation(warehouse: Warehouse | Path, result: Any, config: Config, 
             pending.done(taken)
         return Recorded(True, taken.warnings, states)
     except DatabaseBusy:
-        pending.append(path, row)
+        pending.append(wh.path, row)
         return Recorded(False)
 
 

@@ -1,10 +1,10 @@
-"""Gate results and rollout states as text for people (the terminal view is pipeline/views/terminal.py)."""
+"""GateName results and rollout states as text for people (the terminal view is pipeline/views/terminal.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipeline.common.registry import BY_NAME, GATES, Gate
+from pipeline.common.registry import BY_NAME, GATES, GateName
 from pipeline.common.tables import rows_as
 from pipeline.common.vocabulary import Status
 
@@ -52,7 +52,7 @@ def gate_table(result: Any) -> str:
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    rw = result.release_wide.get(Gate.QUALITY_LOSS)
+    rw = result.release_wide.get(GateName.QUALITY_LOSS)
     if rw and rw.measured is not None:
         p = f", p={rw.p_value:.3g}" if rw.p_value is not None else ""
         a = f" at alpha {rw.interval_alpha:.2g}" if rw.interval_alpha is not None else ""

@@ -33,7 +33,7 @@ from typing import Any
 import duckdb
 
 from pipeline.common.config import Config
-from pipeline.common.registry import BY_NAME, GATE_NAMES, Gate
+from pipeline.common.registry import BY_NAME, GATE_NAMES, GateName
 from pipeline.common.vocabulary import BUCKETS, TIERS, Status, Tier, Verdict
 from pipeline.gate.evaluate import GateCheck, GateResult, Segment
 from pipeline.views.render import fmt_interval
@@ -216,7 +216,7 @@ def _latency_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]
 def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
     values = []
     for s in result.segments:
-        for gate, label in ((Gate.PEAK_MEMORY, "peak"), (Gate.RESIDENT_MEMORY, "resident")):
+        for gate, label in ((GateName.PEAK_MEMORY, "peak"), (GateName.RESIDENT_MEMORY, "resident")):
             c = s.checks.get(gate)
             if c is None or c.measured is None:
                 continue
@@ -320,11 +320,11 @@ def _num(v: float | None) -> str:
 
 
 def _threshold_text(c: GateCheck) -> str:
-    if c.gate == Gate.WEAK_NETWORK_LATENCY:
+    if c.gate == GateName.WEAK_NETWORK_LATENCY:
         return f"cloud {_num(c.threshold)}" if c.threshold is not None else "< cloud"
     if c.threshold is None:
         return ""
-    return ("≥ " if c.gate == Gate.FAILURE_DETECTABILITY else "≤ ") + _num(c.threshold)
+    return ("≥ " if c.gate == GateName.FAILURE_DETECTABILITY else "≤ ") + _num(c.threshold)
 
 
 def _cell(c: GateCheck | None) -> str:
@@ -358,7 +358,7 @@ def _gate_table(result: GateResult) -> str:
     body = []
     for s in failing_first(result.segments):  # the decision right after the segment: visible on any screen
         decision = s.decision + (f" (needs {s.needs_rows} more rows)" if s.needs_rows else "")
-        fb = s.checks.get(Gate.FALLBACK_RATE)
+        fb = s.checks.get(GateName.FALLBACK_RATE)
         baseline = fb.baseline_level if fb and fb.baseline_level else "–"
         body.append(f"<tr><th scope=\"row\" class=\"seg\">{_e(s.key)}</th>"
                     f"<td class=\"decision {_e(s.decision)}\">{_e(decision)}</td><td class=\"num\">{s.rows:,}</td>"
@@ -377,11 +377,11 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
     cloud_rows = sum(r["rows"] for r in data["latency"] if r["side"] == "cloud")
     levels: dict[str, int] = {}
     for s in segments:
-        fb = s.checks.get(Gate.FALLBACK_RATE)
+        fb = s.checks.get(GateName.FALLBACK_RATE)
         level = fb.baseline_level if fb and fb.baseline_level else "none (too few cloud rows)"
         levels[level] = levels.get(level, 0) + 1
     baseline = "; ".join(f"{lvl}: {n} segment{'s' if n != 1 else ''}" for lvl, n in levels.items()) or "–"
-    q = result.release_wide.get(Gate.QUALITY_LOSS)
+    q = result.release_wide.get(GateName.QUALITY_LOSS)
     quality = "–"
     if q is not None:
         quality = f"{q.status}"
@@ -449,7 +449,7 @@ def _page(result: GateResult, config: Config, data: dict[str, Any], index_href: 
         f"<span class=\"label\">verdict</span> <strong id=\"verdict-text\">{_e(result.verdict)}</strong>"
         f"<span class=\"what\">{_e(VERDICT_TEXT.get(result.verdict, ''))}: {_e(result.note)}</span></div>"
         f"</header>{_failing_summary(result.segments)}{_facts(result, config, data)}"
-        "<h2>Gate table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
+        "<h2>GateName table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
         "<span class=\"key fail\">✗ failed</span> <span class=\"key insufficient_data\">? insufficient data</span> "
         "<span class=\"key not_applicable\">– not applicable</span> <span class=\"key borderline\">~ borderline "
         "(the decision's interval holds the threshold)</span> <span class=\"key observe\">observe-only gate "

@@ -18,7 +18,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from pipeline.common.registry import BY_NAME, GATES, Gate
+from pipeline.common.registry import BY_NAME, GATES, GateName
 from pipeline.common.vocabulary import Status, Verdict
 
 # ------------------------------------------------------------------ the terminal
@@ -83,7 +83,7 @@ def p_text(p: float) -> str:
 
 def _limit(check: Any, short: bool = False) -> str:
     spec = BY_NAME[check.gate]
-    if check.gate == Gate.WEAK_NETWORK_LATENCY:
+    if check.gate == GateName.WEAK_NETWORK_LATENCY:
         return "< cloud" + (f" {in_unit(check.threshold, 'ms', short)}" if check.threshold is not None else "")
     if check.threshold is None:
         return ""
@@ -114,7 +114,7 @@ def _cell(check: Any, observe_column: bool) -> tuple[str, str]:
 
 def _task_limit(checks: list[Any]) -> str:
     """A task's threshold; the weak-network one is the cloud's p95 per segment, so its range."""
-    if checks[0].gate != Gate.WEAK_NETWORK_LATENCY:
+    if checks[0].gate != GateName.WEAK_NETWORK_LATENCY:
         return _limit(checks[0], short=True)
     cloud = sorted(c.threshold for c in checks if c.threshold is not None)
     if not cloud:
@@ -133,7 +133,7 @@ def summary_lines(result: Any) -> list[str]:
              f"{len(segments) - len(judged)} insufficient data; window {result.window_start:%Y-%m-%d %H:%M} .. "
              f"{result.window_end:%Y-%m-%d %H:%M} UTC" + (f" (rows of the last {result.held_back_hours:g} h held back "
                                                          "until complete)" if result.held_back_hours else "")]
-    rw = result.release_wide.get(Gate.QUALITY_LOSS)
+    rw = result.release_wide.get(GateName.QUALITY_LOSS)
     if rw is not None and rw.measured is not None:
         p = f", {p_text(rw.p_value)}" if rw.p_value is not None else ""
         iv = ""
@@ -327,14 +327,14 @@ def _extra(name: str, value: Any) -> str:
 def _check_parts(check: Any) -> list[str]:
     spec = BY_NAME[check.gate]
     measured = "measured -" if check.measured is None else (
-        ("p95 " if spec.kind == "p95_budget" or check.gate == Gate.WEAK_NETWORK_LATENCY else "")
+        ("p95 " if spec.kind == "p95_budget" or check.gate == GateName.WEAK_NETWORK_LATENCY else "")
         + in_unit(check.measured, spec.unit))
     parts = [measured, _interval(check.interval, spec.unit, check.interval_alpha) if check.interval_alpha
              else _interval(check.interval or check.reading_interval, spec.unit)]
-    if check.gate != Gate.WEAK_NETWORK_LATENCY:
+    if check.gate != GateName.WEAK_NETWORK_LATENCY:
         parts.append(f"threshold {_limit(check)}" if check.threshold is not None else "")
     if check.baseline is not None:
-        what = "p95" if check.gate == Gate.WEAK_NETWORK_LATENCY else "rate" if spec.kind == "rate" else "adoption"
+        what = "p95" if check.gate == GateName.WEAK_NETWORK_LATENCY else "rate" if spec.kind == "rate" else "adoption"
         parts.append(f"cloud {what} {in_unit(check.baseline, 'ms' if spec.unit == 'ms' else 'share')} "
                      f"(baseline: {check.baseline_level})")
     parts += [test_text(name, t) for name, t in check.tests.items()]

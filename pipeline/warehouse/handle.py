@@ -8,8 +8,9 @@ a reader (the CI gate) gets in between steps; the tables and views are put in pl
 processes settled, on the run's first opening only. `let_go()` releases the lock before the run waits on
 the network (alert delivery); a later `writing()` takes it back, waiting up to the busy timeout.
 
-Steps take `Warehouse | Path`: a script or a test may pass a path, and `of()` opens a handle on it for that
-one call."""
+Steps take `Warehouse | Path`: a script or a test may pass a path. `of()` opens a handle on it that holds the
+lock for that one call; `handle_of()` one that takes the lock per session (alert delivery, recording a verdict:
+neither may hold it while waiting)."""
 
 from __future__ import annotations
 
@@ -75,16 +76,16 @@ class Warehouse:
             yield con
 
 
+def handle_of(where: Warehouse | Path, command: str) -> Warehouse:
+    """`where` itself, or a handle on that path that holds no lock: each writing() takes it for its session."""
+    return where if isinstance(where, Warehouse) else Warehouse(Path(where), command)
+
+
 @contextmanager
-def of(where: Warehouse | Path, command: str, hold: bool = True) -> Iterator[Warehouse]:
-    """`where` itself, or a handle on that path for this one call (holding the writer lock throughout unless
-    `hold` is False: each writing() then takes it for its session)."""
+def of(where: Warehouse | Path, command: str) -> Iterator[Warehouse]:
+    """`where` itself, or a handle on that path for this one call, holding the writer lock throughout."""
     if isinstance(where, Warehouse):
         yield where
         return
-    wh = Warehouse(Path(where), command)
-    if not hold:
-        yield wh
-        return
-    with wh:
+    with Warehouse(Path(where), command) as wh:
         yield wh
