@@ -17,7 +17,7 @@ from typing import Any
 from pipeline.common import package_data
 from pipeline.common.errors import ConfigError
 from pipeline.common.registry import CLOUD_CHECK_CATCHES, ESTIMANDS, GATE_NAMES
-from pipeline.common.vocabulary import ROUTES, Route
+from pipeline.common.vocabulary import EDGE_ERRORS, ROUTES, EdgeError, Route
 from pipeline.common.yamlspec import build, read_yaml, setting
 
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
@@ -42,6 +42,15 @@ class Gate:
 @dataclass(frozen=True)
 class RatioCeiling(Gate):
     max_p95_ratio: float = _f(0.40, 0, 1, help="p95 of memory / device RAM")
+
+
+@dataclass(frozen=True)
+class KillRate(Gate):
+    max_share: float = _f(0.01, 0, 1, help="share of edge device-days with at least one kill (Android vitals: a "
+                          "user-perceived low-memory-kill rate above 1 % is bad behaviour)")
+    kill_codes: tuple[str, ...] = _f((EdgeError.OOM.value, EdgeError.LMK_KILLED.value), choices=EDGE_ERRORS,
+                                     min_items=1, help="error_code values that count as a kill (the others are "
+                                                       "reported beside it)")
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,7 @@ class Gates:
     # so proving it safe costs few rows: the edge must show it fits
     peak_memory: RatioCeiling = RatioCeiling(burden="prove_safe")
     resident_memory: RatioCeiling = RatioCeiling(max_p95_ratio=0.25, burden="prove_safe")
+    kill_rate: KillRate = KillRate()
     inference_duration: MsCeiling = MsCeiling()
     cold_start: MsCeiling = MsCeiling(max_p95_ms=500.0)
     quality_loss: QualityLoss = QualityLoss()
@@ -273,6 +283,9 @@ def _task_overrides(overrides: Any, config: Config) -> dict[str, Gates]:
             raise ValueError(f"task_overrides.{task}: unknown task {str(task)!r}; tasks declared in `tasks` of "
                              f"this file: {declared} (add it there if it is a new task)")
         per_task[str(task)] = build(Gates, gates, f"task_overrides.{task}", config.gates)
+        if per_task[str(task)].kill_rate.kill_codes != config.gates.kill_rate.kill_codes:
+            raise ValueError(f"task_overrides.{task}.kill_rate.kill_codes: a kill is counted alike for every task "
+                             "(device-days span tasks); set it under gates.kill_rate only")
     return per_task
 
 

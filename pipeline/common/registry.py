@@ -7,7 +7,7 @@ kind:
 - "p95_budget": the p95 of a per-request figure against a ceiling
 - "rate": a share against a floor or ceiling (and possibly the cloud's share)
 - "comparison": the edge against the cloud baseline
-- "count_share": a share of device-days
+- "count_share": a share of device-days (a device's days, summed per device)
 
 Every gate is judged by hypothesis tests (docs/how-the-gate-decides.md); `tests`
 names them: "" is the gate's main test, others are named parts (a family each).
@@ -24,6 +24,7 @@ class GateName(StrEnum):
 
     PEAK_MEMORY = "peak_memory"
     RESIDENT_MEMORY = "resident_memory"
+    KILL_RATE = "kill_rate"
     INFERENCE_DURATION = "inference_duration"
     COLD_START = "cold_start"
     QUALITY_LOSS = "quality_loss"
@@ -53,6 +54,8 @@ GATES: tuple[GateSpec, ...] = (
              threshold_key="max_p95_ratio"),
     GateSpec(GateName.RESIDENT_MEMORY, "resident memory", "ratio of RAM", "p95_budget", "resident", "resident mem",
              threshold_key="max_p95_ratio"),
+    GateSpec(GateName.KILL_RATE, "kill rate", "share", "count_share", "kill_days", "killed",
+             threshold_key="max_share"),
     GateSpec(GateName.INFERENCE_DURATION, "inference duration", "ms", "p95_budget", "total", "p95 ms",
              threshold_key="max_p95_ms"),
     GateSpec(GateName.COLD_START, "cold start", "ms", "p95_budget", "cold", "cold start ms",

@@ -48,6 +48,7 @@ COUNTS_SQL = "gate/segment_counts"
 QUANTILES_SQL = quantiles.QUANTILES_SQL
 WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
+ERROR_DAYS_SQL = "gate/error_days"
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
 STATUSES = (Status.PASS, Status.FAIL, Status.INSUFFICIENT_DATA, Status.NOT_APPLICABLE)
@@ -360,9 +361,11 @@ def _straddles(interval: tuple[float | None, float | None] | None, threshold: fl
 class _Measure:
     """Step 1: one method per gate of the registry, each returning an undecided GateCheck."""
 
-    def __init__(self, figures: _Figures, device_days: dict[tuple, dict[str, Any]], config: Config):
+    def __init__(self, figures: _Figures, device_days: dict[tuple, dict[str, Any]],
+                 error_days: dict[tuple, dict[str, int]], config: Config):
         self.f = figures
-        self.device_days = device_days
+        self.device_days = device_days  # by level key (_level_key): a segment's, the release's ()
+        self.error_days = error_days  # by level key: error_code -> device-days with it
         self.config = config
         self.sequential = config.statistics.method == "sequential"
         self.conf = config.statistics.confidence
@@ -729,18 +732,51 @@ class _Measure:
         return check
 
     def daily_edge_seconds(self, row: dict, gates: Any) -> GateCheck:
-        check = self._new(GateName.DAILY_EDGE_SECONDS, gates)
-        dd = self.device_days.get((row["task"], row["device_tier"], row["network_bucket"]))
+        check = self._day_share(GateName.DAILY_EDGE_SECONDS, gates, _segment_key(row), "over_cap",
+                                "share of device-days over the cap")
         check.extra["cap_seconds"] = self.config.network.daily_edge_seconds_cap
+        return check
+
+    def kill_rate(self, row: dict, gates: Any) -> GateCheck:
+        return self._kills(gates, _segment_key(row))
+
+    def release_kills(self) -> GateCheck | None:
+        """kill_rate over every edge device-day of the release: a release-wide check that blocks (Android vitals
+        judge an app's whole user-perceived kill rate) and the primary hypothesis of the gate's family."""
+        if () not in self.device_days:
+            return None
+        check = self._kills(self.config.gates, ())
+        check.release_wide = True
+        return check
+
+    def _kills(self, gates: Any, key: tuple) -> GateCheck:
+        check = self._day_share(GateName.KILL_RATE, gates, key, "kill_days", "share of device-days with a kill")
+        settings = gates.kill_rate
+        check.extra["kill_codes"] = list(settings.kill_codes)
+        dd = self.device_days.get(key)
+        if dd and dd["days"]:
+            # every edge error code beside it, killing or not: MODEL_LOAD_FAILED and TIMEOUT are often kills too
+            check.extra["error_device_days"] = {code: {"device_days": n, "share": n / dd["days"]}
+                                                for code, n in sorted(self.error_days.get(key, {}).items())}
+        return check
+
+    def _day_share(self, name: str, gates: Any, key: tuple, k: str, what: str) -> GateCheck:
+        """A share of edge device-days (device-days summed per device) against the gate's ceiling."""
+        check = self._new(name, gates)
+        check.sql = f"sql/{DEVICE_DAYS_SQL}.sql"
+        dd = self.device_days.get(key)
         if not dd:
             check.short_of_data, check.note = True, "no device-days in the window"
             return check
-        r = self.ratio(dd, "over_cap", "days")
+        r = self.ratio(dd, k, "days")
         check.rows, check.devices, check.design_effect, check.measured = int(r.n), r.devices, r.design_effect, r.rate
-        check.sql = f"sql/{DEVICE_DAYS_SQL}.sql"
         check.reading_interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
-        self._rate_test(check, "", r, check.threshold, harm_above=True, what="share of device-days over the cap")
+        self._rate_test(check, "", r, check.threshold, harm_above=True, what=what)
         return check
+
+
+def _segment_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    return row["task"], row["device_tier"], row["network_bucket"]
 
 
 def _shown_or_open(shown: Callable[[float], float], x: float) -> float | None:
@@ -985,11 +1021,19 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                        quantiles.segment_quantiles(con, params, config),
                        sqlfiles.dicts(con, WEAK_SQL, params), error,
                        quantiles.HISTOGRAMS_SQL if error else QUANTILES_SQL)
-    device_days = {(r["task"], r["device_tier"], r["network_bucket"]): r
-                   for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, params)}
-    measure = _Measure(figures, device_days, config)
+    kill_codes = list(config.gates.kill_rate.kill_codes)
+    device_days = {_level_key(r): r for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, {**params, "kill_codes": kill_codes})}
+    error_days: dict[tuple, dict[str, int]] = {}
+    for r in sqlfiles.dicts(con, ERROR_DAYS_SQL, params):
+        error_days.setdefault(_level_key(r), {})[r["error_code"]] = int(r["device_days"])
+    measure = _Measure(figures, device_days, error_days, config)
     segments = [measure.segment(row) for row in figures.segments()]
-    release_wide = {GateName.QUALITY_LOSS: measure.release_quality()} if segments else {}
+    release_wide: dict[str, GateCheck] = {}
+    if segments:
+        release_wide[GateName.QUALITY_LOSS] = measure.release_quality()
+        kills = measure.release_kills()
+        if kills is not None:
+            release_wide[GateName.KILL_RATE] = kills
     gatekeepers = measure.gatekeepers() if segments else {}
     result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
                         gatekeepers=gatekeepers, cloud_only=not segments and figures.get("cloud", ()) is not None,

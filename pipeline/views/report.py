@@ -449,7 +449,7 @@ def _page(result: GateResult, config: Config, data: dict[str, Any], index_href: 
         f"<span class=\"label\">verdict</span> <strong id=\"verdict-text\">{_e(result.verdict)}</strong>"
         f"<span class=\"what\">{_e(VERDICT_TEXT.get(result.verdict, ''))}: {_e(result.note)}</span></div>"
         f"</header>{_failing_summary(result.segments)}{_facts(result, config, data)}"
-        "<h2>GateName table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
+        "<h2>Gate table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
         "<span class=\"key fail\">✗ failed</span> <span class=\"key insufficient_data\">? insufficient data</span> "
         "<span class=\"key not_applicable\">– not applicable</span> <span class=\"key borderline\">~ borderline "
         "(the decision's interval holds the threshold)</span> <span class=\"key observe\">observe-only gate "

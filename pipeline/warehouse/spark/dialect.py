@@ -36,6 +36,7 @@ SPARK_FILES: tuple[str, ...] = (
     "gate/segment_counts",
     "gate/segment_quantiles",
     "gate/device_days",
+    "gate/error_days",
     "gate/first_seen",
     "gate/weak_latency",
     "gate/segment_histograms",
