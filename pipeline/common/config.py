@@ -134,6 +134,28 @@ class Statistics:
         return {"per_device": 1.0, "capped_requests": self.weight_cap_rows, "requests": 1e18}[self.estimand]
 
 
+ASSIGNMENT_UNITS = ("request", "device")
+SRM_ACTIONS = ("hold", "rollback", "warn")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The split the rollout declares between the edge and the cloud hold-back, which the sample-ratio-mismatch
+    check (pipeline/gate/assignment.py) holds the data to before any comparison with the cloud is believed."""
+    unit: str = _f("request", choices=ASSIGNMENT_UNITS, help="what is assigned to an arm: request (each online "
+                   "request on its own, the contract's hold-back rows) or device (a device stays on its arm)")
+    holdback_share: float = _f(0.20, 0, 1, help="the cloud hold-back's declared share of online requests (unit "
+                               "request) or of devices (unit device); `pipeline gate --holdback-share` overrides it")
+    max_p_value: float = _f(0.001, 1e-12, 0.5, help="flag a mismatch at an anytime-valid p-value at or below this "
+                            "(release-wide; the task x tier scopes share it, Bonferroni)")
+    min_deviation: float = _f(0.001, 0, 1, help="a found hold-back share closer than this to the declared one is "
+                              "never flagged, however large the sample")
+    max_leaked_share: float = _f(0.001, 0, 1, help="unit device: devices seen on both arms above this share of "
+                                 "devices are a leak")
+    action: str = _f("hold", choices=SRM_ACTIONS, help="when the split is off, the comparison checks of its scope: "
+                     "hold (not a pass: insufficient_data), rollback (fail) or warn (a note only)")
+
+
 @dataclass(frozen=True)
 class Alerts:
     repeat_interval_hours: float = _f(24.0, 0, 24 * 365, help="the same verdict is not re-sent sooner")
@@ -250,6 +272,7 @@ class Config:
     gates: Gates = Gates()
     task_overrides: dict[str, Gates] = _f(None, help="per task: gate settings that differ from `gates`")
     statistics: Statistics = Statistics()
+    assignment: Assignment = Assignment()
     routing: Routing = Routing()
     alerts: Alerts = Alerts()
     rollout: Rollout = Rollout()

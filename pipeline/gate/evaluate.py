@@ -27,6 +27,7 @@ Segment.decision and GateResult.verdict are derived from the statuses.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from pipeline.common.errors import UnknownRelease
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, GateName
 from pipeline.common.vocabulary import Bucket, Status, Verdict
-from pipeline.gate import quantiles, stats
+from pipeline.gate import assignment, quantiles, stats
 from pipeline.warehouse import sketch, sqlfiles
 
 COUNTS_SQL = "gate/segment_counts"
@@ -221,6 +222,7 @@ class GateResult:
     held_back_hours: float = 0.0  # config.completeness_lag_hours: the window ends this long before as_of
     # per network bucket: rows, and the median and p95 hours from event_time to the file's ingestion
     arrival_lag: dict[str, dict[str, float]] | None = None
+    assignment: assignment.AssignmentCheck | None = None  # the hold-back split against the declared one (SRM)
 
     @property
     def window_end(self) -> datetime:
@@ -246,7 +248,10 @@ class GateResult:
 
     @property
     def note(self) -> str:
-        return self._verdict()[1]
+        note = self._verdict()[1]
+        if self.assignment and self.assignment.status == Status.FAIL:
+            return f"{note}; the hold-back split is not the declared one (assignment.action: {self.assignment.action})"
+        return note
 
     def _verdict(self) -> tuple[str, str]:
         if not self.segments:
@@ -256,7 +261,9 @@ class GateResult:
             return Verdict.INSUFFICIENT_DATA, "the release has no rows in the evaluation window"
         judged = self.judged
         if not judged:
-            return Verdict.INSUFFICIENT_DATA, "no segment has enough rows to judge"
+            held = self.assignment and self.assignment.status == Status.FAIL and self.assignment.action == "hold"
+            return Verdict.INSUFFICIENT_DATA, ("comparisons with the cloud held: no segment judged" if held
+                                               else "no segment has enough rows to judge")
         if any(c.blocks for c in self.release_wide.values()):
             return Verdict.ROLLBACK_TO_CLOUD, "a release-wide gate failed"
         rolled = [s for s in judged if s.decision == Verdict.ROLLBACK_TO_CLOUD]
@@ -294,6 +301,7 @@ class GateResult:
             "quantiles": dict(self.quantiles),
             "release_wide": {g: c.to_dict() for g, c in self.release_wide.items()},
             "release_gatekeepers": {g: c.to_dict() for g, c in self.gatekeepers.items()},
+            "assignment": self.assignment.to_dict() if self.assignment else None,
             "note": self.note,
             "segments": [s.to_dict() for s in self.segments],
         }
@@ -1007,7 +1015,15 @@ def budget_params(config: Config) -> dict[str, Any]:
 
 
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
-                  as_of: datetime | None = None, now: datetime | None = None) -> GateResult:
+                  as_of: datetime | None = None, now: datetime | None = None,
+                  holdback_share: float | None = None) -> GateResult:
+    """The release's gate result. holdback_share: the hold-back share this release declares, over the
+    config's assignment.holdback_share (`pipeline gate --holdback-share`)."""
+    declared_by = "config"
+    if holdback_share is not None:
+        config = dataclasses.replace(config, assignment=dataclasses.replace(config.assignment,
+                                                                            holdback_share=holdback_share))
+        declared_by = "--holdback-share"
     now = clock.now(now or as_of)
     estimator = quantiles.estimator(con, config)  # exact, or the rollup's sketch (whole days: as of midnight)
     as_of = quantiles.window_end(as_of or now, estimator)
@@ -1041,4 +1057,8 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                                    "engine": quantiles.engine_name(con)},
                         held_back_hours=config.completeness_lag_hours, arrival_lag=_arrival_lag(con, params))
     _settle(result.checks(), config, _days_observed(con, params))
+    if segments:
+        result.assignment = assignment.check(con, params, config, declared_by)
+        assignment.apply([(s.task, s.device_tier, c) for s in segments for c in s.checks.values()]
+                         + [(None, None, c) for c in release_wide.values()], result.assignment)
     return result

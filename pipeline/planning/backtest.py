@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from pipeline.common.config import Config
 from pipeline.common.output_schema import SCHEMA_VERSION
-from pipeline.common.registry import GateName
+from pipeline.common.registry import CLOUD_COMPARISONS, GateName
 from pipeline.common.vocabulary import Status
 from pipeline.gate import stats
 from pipeline.gate.evaluate import GateResult, budget_params, evaluate_gate, require_release
@@ -41,7 +41,6 @@ from pipeline.rollout import state as rollout
 from pipeline.warehouse import db, sqlfiles
 from pipeline.warehouse.aggregate import use_settings
 
-COMPARISON_GATES = (GateName.QUALITY_LOSS, GateName.FALLBACK_RATE, GateName.WEAK_NETWORK_LATENCY)
 USER_FALLBACK = "edited"
 
 
@@ -267,7 +266,7 @@ def _comparisons_only(config: Config) -> Config:
     """The gates that compare with the cloud stay as configured; the others only observe."""
     def only(gates: Any) -> Any:
         return dataclasses.replace(gates, **{g: dataclasses.replace(getattr(gates, g), mode="observe")
-                                             for g in gates.names() if g not in COMPARISON_GATES})
+                                             for g in gates.names() if g not in CLOUD_COMPARISONS})
     return dataclasses.replace(config, gates=only(config.gates),
                                task_overrides={t: only(g) for t, g in (config.task_overrides or {}).items()})
 

@@ -144,6 +144,10 @@ def summary_lines(result: Any) -> list[str]:
             iv = f", decision interval {lo} to {hi} at alpha {rw.interval_alpha * 100:.2g}%"
         lines.append(f"release-wide {gate_label(name)} {percent(rw.measured)} (threshold {percent(rw.threshold)}"
                      f"{p}{iv}): {rw.status}")
+    split = result.assignment
+    if split is not None and split.scopes:
+        scope = split.scopes[0]
+        lines.append(split.summary() if split.status == Status.FAIL else f"assignment: {scope.reason}: {split.status}")
     late = result.late_buckets
     if late:
         lags = ", ".join(f"{b} {result.arrival_lag[b]['p95_hours']:,.0f} h" for b in late)
@@ -377,7 +381,21 @@ def explain_view(result: Any, segment: Any, config: Any, width: int | None = Non
         head = f"{BY_NAME[name].label} ({name}, {check.mode}): {status}"
         out.append(paint("red" if check.blocks else None, head))
         out += _wrap("; ".join(_check_parts(check)), width, "    ")
+    for scope in _split_scopes(result, segment):
+        out.append(paint("red" if scope["flagged"] else None, f"assignment of {scope['scope']} "
+                                                              f"({result.assignment.action} when off): "
+                                                              f"{'FAIL' if scope['flagged'] else 'pass'}"))
+        out += _wrap(scope["reason"] + f"; expected hold-back share declared by {result.assignment.declared_by}",
+                     width, "    ")
     return "\n".join(out)
+
+
+def _split_scopes(result: Any, segment: Any) -> list[dict[str, Any]]:
+    """The assignment check's scopes that cover a segment: the release's and its task x tier's."""
+    if result.assignment is None:
+        return []
+    return [s.to_dict() for s in result.assignment.scopes
+            if s.scope in ("release", f"{segment.task}/{segment.device_tier}")]
 
 
 def explain_dict(result: Any, segment: Any, config: Any) -> dict[str, Any]:
@@ -394,4 +412,7 @@ def explain_dict(result: Any, segment: Any, config: Any) -> dict[str, Any]:
             "why": _why(segment), "needs_rows": segment.needs_rows,
             "window": {"start": result.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "end": result.window_end.strftime("%Y-%m-%dT%H:%M:%SZ")},
-            "config": {"path": result.config_source, "digest": result.config_digest}, "gates": gates}
+            "config": {"path": result.config_source, "digest": result.config_digest}, "gates": gates,
+            "assignment": {"unit": result.assignment.unit, "expected_holdback_share": result.assignment.expected,
+                           "declared_by": result.assignment.declared_by, "action": result.assignment.action,
+                           "scopes": _split_scopes(result, segment)} if result.assignment else None}

@@ -37,6 +37,8 @@ SPARK_FILES: tuple[str, ...] = (
     "gate/segment_quantiles",
     "gate/device_days",
     "gate/error_days",
+    "gate/assignment_requests",
+    "gate/assignment_devices",
     "gate/first_seen",
     "gate/weak_latency",
     "gate/segment_histograms",
