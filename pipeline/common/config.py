@@ -64,6 +64,15 @@ class QualityLoss(Gate):
 
 
 @dataclass(frozen=True)
+class Retention(Gate):
+    mode: str = _f("observe", choices=MODES)
+    max_drop: float = _f(0.01, 0, 1, help="the edge arm's share of returning devices may be at most this far "
+                         "below the cloud hold-back's (absolute)")
+    horizon_days: float = _f(7.0, 1, 60, help="a device returns when it has a request at least this many days "
+                             "after its first in the window")
+
+
+@dataclass(frozen=True)
 class Detectability(Gate):
     min_share: float = _f(0.90, 0, 1, help="failures caught automatically / all failures")
 
@@ -96,6 +105,7 @@ class Gates:
     inference_duration: MsCeiling = MsCeiling()
     cold_start: MsCeiling = MsCeiling(max_p95_ms=500.0)
     quality_loss: QualityLoss = QualityLoss()
+    retention: Retention = Retention()
     failure_detectability: Detectability = Detectability()
     fallback_rate: FallbackRate = FallbackRate()
     weak_network_latency: Gate = Gate()
@@ -226,6 +236,9 @@ class Costs:
     engineering: EngineeringCost = EngineeringCost()
     power_w: TierPower = TierPower()
     estimate_flag_factor: float = _f(1.25, 1, 1000, help="flag a field figure worse than the estimate by this factor")
+    lost_user_value: float | None = _f(None, 0, 1e9, help="what one user who stops coming back costs (the post-"
+                                       "mortem's last term: uninstalls and lost retention); prices the retention "
+                                       "drop of the edge arm")
 
 
 ENGINES = ("duckdb", "spark")
@@ -306,9 +319,11 @@ def _task_overrides(overrides: Any, config: Config) -> dict[str, Gates]:
             raise ValueError(f"task_overrides.{task}: unknown task {str(task)!r}; tasks declared in `tasks` of "
                              f"this file: {declared} (add it there if it is a new task)")
         per_task[str(task)] = build(Gates, gates, f"task_overrides.{task}", config.gates)
-        if per_task[str(task)].kill_rate.kill_codes != config.gates.kill_rate.kill_codes:
-            raise ValueError(f"task_overrides.{task}.kill_rate.kill_codes: a kill is counted alike for every task "
-                             "(device-days span tasks); set it under gates.kill_rate only")
+        for key in ("kill_rate.kill_codes", "retention.horizon_days"):
+            gate, name = key.split(".")
+            if getattr(getattr(per_task[str(task)], gate), name) != getattr(getattr(config.gates, gate), name):
+                raise ValueError(f"task_overrides.{task}.{key}: counted alike for every task (a device's days span "
+                                 f"tasks); set it under gates.{gate} only")
     return per_task
 
 

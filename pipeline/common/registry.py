@@ -28,6 +28,7 @@ class GateName(StrEnum):
     INFERENCE_DURATION = "inference_duration"
     COLD_START = "cold_start"
     QUALITY_LOSS = "quality_loss"
+    RETENTION = "retention"
     FAILURE_DETECTABILITY = "failure_detectability"
     FALLBACK_RATE = "fallback_rate"
     WEAK_NETWORK_LATENCY = "weak_network_latency"
@@ -63,6 +64,8 @@ GATES: tuple[GateSpec, ...] = (
              threshold_key="max_p95_ms"),
     GateSpec(GateName.QUALITY_LOSS, "quality loss", "relative loss", "comparison", "adopted", "quality loss",
              threshold_key="max_relative_loss", cloud_check_catches=True, compares_cloud=True),
+    GateSpec(GateName.RETENTION, "retention", "share", "comparison", "returned", "return drop",
+             threshold_key="max_drop", compares_cloud=True),
     GateSpec(GateName.FAILURE_DETECTABILITY, "failure detectability", "share", "rate", "detected", "detected", "min",
              threshold_key="min_share", cloud_check_catches=True),
     GateSpec(GateName.FALLBACK_RATE, "fallback rate", "share", "rate", "fallbacks", "fallback",

@@ -50,6 +50,9 @@ QUANTILES_SQL = quantiles.QUANTILES_SQL
 WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
 ERROR_DAYS_SQL = "gate/error_days"
+RETENTION_SQL = "gate/retention"
+RETENTION_TAU = 0.03  # the mixing scale of the retention test: a drop of 3 points past the tolerance at least
+RETENTION_SIZED_DROP = 0.05  # devices_to_detect of retention: for a drop of 5 points in the share returning
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
 STATUSES = (Status.PASS, Status.FAIL, Status.INSUFFICIENT_DATA, Status.NOT_APPLICABLE)
@@ -370,8 +373,10 @@ class _Measure:
     """Step 1: one method per gate of the registry, each returning an undecided GateCheck."""
 
     def __init__(self, figures: _Figures, device_days: dict[tuple, dict[str, Any]],
-                 error_days: dict[tuple, dict[str, int]], config: Config):
+                 error_days: dict[tuple, dict[str, int]], returning: dict[tuple, dict[str, Any]] | None,
+                 config: Config):
         self.f = figures
+        self.returning = returning  # retention.sql by (side, (task, tier) or ()); None: requests are assigned
         self.device_days = device_days  # by level key (_level_key): a segment's, the release's ()
         self.error_days = error_days  # by level key: error_code -> device-days with it
         self.config = config
@@ -380,6 +385,7 @@ class _Measure:
         self.split = budget_split(config)
         self.by_device = config.statistics.estimand != "requests"  # quality compares devices whole
         self.pools: dict[tuple, GateCheck] = {}  # quality, per task x tier
+        self.retention_pools: dict[tuple, GateCheck] = {}  # retention, per task x tier
 
     def segment(self, row: dict[str, Any]) -> Segment:
         gates = self.config.gates_for(row["task"])
@@ -623,6 +629,63 @@ class _Measure:
                            cloud_design_effect=deff_c, edge_adoption=sum(s.edge.k for s in strata) / max(1, units),
                            edge_units=units, cloud_units=cloud_units,
                            estimand=self.config.statistics.estimand)
+        return check
+
+    def retention(self, row: dict, gates: Any) -> GateCheck:
+        key = (row["task"], row["device_tier"])
+        if key not in self.retention_pools:
+            self.retention_pools[key] = self._retention(gates, key)
+        return self.retention_pools[key]
+
+    def release_retention(self) -> GateCheck:
+        check = self._retention(self.config.gates, ())
+        check.release_wide = True
+        return check
+
+    def _retention(self, gates: Any, key: tuple) -> GateCheck:
+        """The share of cohort devices that come back, the edge arm's below the cloud hold-back's by at most
+        max_drop: one Bernoulli per device, so the two arms' binomial variances are the device-level ones;
+        a mixture SPRT (or one-look z test) of (cloud - edge) - max_drop. A task x tier's devices are those
+        whose first request was of the task (sql/gate/retention.sql)."""
+        check = self._new(GateName.RETENTION, gates)
+        check.sql = f"sql/{RETENTION_SQL}.sql"
+        settings = gates.retention
+        check.extra["horizon_days"] = settings.horizon_days
+        if self.returning is None:
+            check.inapplicable = True
+            check.note = "the hold-back is assigned per request (assignment.unit): no device is on one arm only"
+            return check
+        edge, cloud = self.returning.get(("edge", key)), self.returning.get(("cloud", key))
+        ne, nc = (edge or {}).get("devices", 0), (cloud or {}).get("devices", 0)
+        check.rows = check.devices = ne
+        if min(ne, nc) < self.config.min_devices:
+            check.short_of_data = True
+            check.note = (f"{ne:,} edge and {nc:,} cloud devices first seen at least {settings.horizon_days:g} days "
+                          f"before the window's end; {self.config.min_devices} needed on each arm")
+            return check
+        pe, pc = edge["returned"] / ne, cloud["returned"] / nc
+        drop, margin = pc - pe, settings.max_drop
+        check.measured, check.baseline = drop, pc
+        check.baseline_level = "release" if not key else "task x tier (devices by their first task)"
+        check.extra.update(edge_return=pe, cloud_return=pc, cloud_devices=nc)
+        var = pe * (1 - pe) / ne + pc * (1 - pc) / nc
+        if var <= 0:  # every device returned (or none) on both arms: the pooled rate's variance
+            pooled = (edge["returned"] + cloud["returned"]) / (ne + nc)
+            var = max(pooled * (1 - pooled), 0.25 / (ne + nc)) * (1 / ne + 1 / nc)
+        half = stats.z_two_sided(self.conf) * math.sqrt(var)
+        check.reading_interval = (drop - half, drop + half)
+        tau = max(2 * margin, RETENTION_TAU)
+        self._z_test(check, "", drop - margin, var, tau,
+                     ("mixture SPRT" if self.sequential else "one-look z test")
+                     + " of cloud - edge share of devices returning against the tolerance, one Bernoulli per device",
+                     shown=lambda x: x + margin)
+        gap = RETENTION_SIZED_DROP - margin
+        if check.burden == "prove_harm" and gap > 0:
+            p1 = max(pc - RETENTION_SIZED_DROP, 0.0)
+            unit_variance = p1 * (1 - p1) + pc * (1 - pc) * ne / nc  # per edge device, the cloud's spread over them
+            check.sizing = Sizing("", lambda a: stats.units_needed_difference(
+                gap, unit_variance, a, DETECT_POWER, tau, self.sequential), ne, ne, past=drop > margin,
+                catches=f"a drop of {RETENTION_SIZED_DROP * 100:.0f} points")
         return check
 
     def failure_detectability(self, row: dict, gates: Any) -> GateCheck:
@@ -1042,7 +1105,13 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     error_days: dict[tuple, dict[str, int]] = {}
     for r in sqlfiles.dicts(con, ERROR_DAYS_SQL, params):
         error_days.setdefault(_level_key(r), {})[r["error_code"]] = int(r["device_days"])
-    measure = _Measure(figures, device_days, error_days, config)
+    returning = None
+    if config.assignment.unit == "device":
+        horizon = timedelta(days=config.gates.retention.horizon_days)
+        returning = {(r["side"], (r["task"], r["device_tier"]) if r["level"] == 0 else ()): r
+                     for r in sqlfiles.dicts(con, RETENTION_SQL, {**params, "cohort_end": window_end - horizon,
+                                                                  "horizon_seconds": horizon.total_seconds()})}
+    measure = _Measure(figures, device_days, error_days, returning, config)
     segments = [measure.segment(row) for row in figures.segments()]
     release_wide: dict[str, GateCheck] = {}
     if segments:
@@ -1050,6 +1119,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
         kills = measure.release_kills()
         if kills is not None:
             release_wide[GateName.KILL_RATE] = kills
+        release_wide[GateName.RETENTION] = measure.release_retention()
     gatekeepers = measure.gatekeepers() if segments else {}
     result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
                         gatekeepers=gatekeepers, cloud_only=not segments and figures.get("cloud", ()) is not None,

@@ -39,6 +39,7 @@ SPARK_FILES: tuple[str, ...] = (
     "gate/error_days",
     "gate/assignment_requests",
     "gate/assignment_devices",
+    "gate/retention",
     "gate/first_seen",
     "gate/weak_latency",
     "gate/segment_histograms",
