@@ -107,9 +107,9 @@ def check(con: Any, params: dict[str, Any], config: Config, declared_by: str = "
     release = [r for r in rows if r["dim"] == RELEASE]
     cells = sorted((r for r in rows if r["dim"] == TASK_TIER), key=lambda r: (r["task"], r["device_tier"]))
     if release:
-        out.scopes.append(_judge(release[0], "release", a.max_p_value, config, concentration))
+        out.scopes.append(judge(release[0], "release", a.max_p_value, config, concentration))
     for r in cells:
-        out.scopes.append(_judge(r, f"{r['task']}/{r['device_tier']}", a.max_p_value / max(1, len(cells)), config,
+        out.scopes.append(judge(r, f"{r['task']}/{r['device_tier']}", a.max_p_value / max(1, len(cells)), config,
                                  concentration))
     for dim, name in DIMENSIONS.items():
         here = [r for r in rows if r["dim"] == dim]
@@ -128,7 +128,8 @@ def _test(row: dict[str, Any], expected: float, concentration: float) -> float:
     return stats.srm_p_value((row["cloud"], row["edge"]), (expected, 1 - expected), concentration)
 
 
-def _judge(row: dict[str, Any], name: str, alpha: float, config: Config, concentration: float) -> Scope:
+def judge(row: dict[str, Any], name: str, alpha: float, config: Config, concentration: float) -> Scope:
+    """One scope's units per arm (row: cloud, edge, both_arms) held to the declared split at `alpha`."""
     a = config.assignment
     s = Scope(name, int(row["cloud"]), int(row["edge"]), int(row["both_arms"]), alpha=alpha)
     p = _test(row, a.holdback_share, concentration)

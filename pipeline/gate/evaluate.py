@@ -1034,6 +1034,26 @@ def _size(checks: Sequence[GateCheck], config: Config, days_observed: float) -> 
                                     f"would catch {c.sizing.catches} with {DETECT_POWER * 100:.0f} % power")
 
 
+def judge_sums(config: Config, device_days: dict[tuple, dict[str, Any]] | None = None,
+               returning: dict[tuple, dict[str, Any]] | None = None) -> list[GateCheck]:
+    """kill_rate and retention measured and decided as the gate does, from the per-device sums their SQL returns
+    (sql/gate/device_days.sql by level key, sql/gate/retention.sql by (side, key)) without a warehouse:
+    bench/guardrails.py simulates those sums. Every segment key of device_days gets its kill check; every
+    task x tier of returning its retention check; each gate's release-wide check leads its family."""
+    measure = _Measure(None, device_days or {}, {}, returning, config)  # type: ignore[arg-type]
+    checks: list[GateCheck] = []
+    if device_days:
+        checks += [measure.kill_rate({"task": k[0], "device_tier": k[1], "network_bucket": k[2]}, config.gates)
+                   for k in device_days if len(k) == 3]
+        checks += [c for c in [measure.release_kills()] if c is not None]
+    if returning is not None:
+        checks += [measure.retention({"task": k[0], "device_tier": k[1]}, config.gates)
+                   for k in dict.fromkeys(key for _, key in returning if key)]
+        checks.append(measure.release_retention())
+    _settle(checks, config)
+    return checks
+
+
 def _arrival_lag(con: Any, params: dict[str, Any]) -> dict[str, dict[str, float]] | None:
     """Hours from event_time to ingestion per network bucket (the manifest's ingested_at); DuckDB only: the
     Spark engine keeps no per-row link to its files' ingestion time."""
