@@ -14,10 +14,12 @@ from datetime import UTC, datetime, time, timedelta
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.planning.simulate import SCENARIOS, generate, write_parquet
+from pipeline.planning import simulate
+from pipeline.planning.simulate import SCENARIOS, Population, generate, write_parquet
 from pipeline.warehouse.schema import Rule, load_schema
 
 SCHEMA = load_schema()
@@ -288,6 +290,7 @@ EXPECTED: dict[str, Expectation] = {
                                     set()),
     "fallback_spike": lambda s: ({"fallback_rate"} if s["network_bucket"] != "offline" else set(), set()),
     "cold_start_slow_low": lambda s: ({"cold_start"} if s["device_tier"] in LOW else set(), set()),
+    "low_tier_kills": lambda s: (set(), set()),  # kill_rate is the gate it fails (test_low_tier_kills_headline)
 }
 
 
@@ -392,6 +395,96 @@ def test_cold_start_slow_low_headline() -> None:
     cold = {tier: (p95, share) for tier, p95, share in by_tier.rows()}
     assert 900 <= cold["low"][0] <= 1_500 and cold["low"][1] >= 0.25
     assert all(p95 <= 450 for tier, (p95, _) in cold.items() if tier != "low")
+
+
+# ------------------------------------------------------------------- kills, SRM and retention
+
+
+KILLS = ["OOM", "LMK_KILLED"]
+
+
+def kill_days(df: pl.DataFrame, keys: list[str]) -> dict[str, float]:
+    """Per tier, the share of edge (keys, device_id, day) units with a kill, counted as the kill_rate gate does."""
+    units = (df.filter(~pl.col("is_cloud"))
+             .group_by(*keys, "device_id", pl.col("event_time").dt.date().alias("day"))
+             .agg(kill=pl.col("error_code").is_in(KILLS).fill_null(False).any()))
+    return dict(units.group_by("device_tier").agg(pl.col("kill").mean()).rows())
+
+
+def test_kills_draw_from_their_own_stream_and_leave_every_other_row_as_it_was(monkeypatch) -> None:
+    on = pl.from_arrow(generate("4.12", 20_000, "postmortem", seed=2, start=START))
+    monkeypatch.setattr(simulate, "_kill_hazard", lambda m, tokens, mem, tier: np.zeros(len(tokens)))
+    off = pl.from_arrow(generate("4.12", 20_000, "postmortem", seed=2, start=START))
+    differs = pl.any_horizontal(on[c].ne_missing(off[c]) for c in on.columns)
+    killed, kept = on.filter(differs), on.filter(~differs)
+    assert kept.equals(off.filter(~differs))
+    assert killed.height == 197  # seeded: the same every run
+    assert killed["error_code"].is_in(KILLS).all() and (killed["outcome"] == "failed").all()
+    assert not killed["auto_fallback"].any() and (killed["route"] != "cloud").all()
+    assert not off.filter(differs)["error_code"].is_in(KILLS).fill_null(False).any()  # they were no errors before
+    same = ["event_id", "event_time", "device_id", "task", "route", "network_type", "prompt_tokens", "resident_mem_mb"]
+    assert killed.select(same).equals(off.filter(differs).select(same))
+    # an OOM row never got a token; an LMK_KILLED one streamed some before it was killed
+    oom = killed.filter(pl.col("error_code") == "OOM")
+    assert oom["ttft_ms"].is_null().all() and (oom["output_tokens"] == 0).all()
+
+
+def test_kills_follow_memory() -> None:
+    healthy, postmortem, memory = (kill_days(frame(name), ["device_tier"])
+                                   for name in ("healthy", "postmortem", "low_tier_memory"))
+    assert all(share < 0.005 for share in healthy.values())  # the random errors only
+    assert postmortem["low"] > 0.08 and memory["low"] > 0.15  # 1.85 and 2.0 GB peaks on 4 GB phones
+    for shares in (postmortem, memory):
+        assert all(shares[tier] < 0.006 for tier in ("mid", "high", "flagship"))
+
+
+def test_low_tier_kills_headline() -> None:
+    df = enrich(pl.from_arrow(generate("4.12", 100_000, "low_tier_kills", start=START, days=14)))
+    shares = kill_days(df, SEGMENT)
+    assert 0.025 <= shares["low"] <= 0.035
+    assert all(shares[tier] < 0.003 for tier in ("mid", "high", "flagship"))
+    edge = df.filter(~pl.col("is_cloud") & (pl.col("device_tier") == "low"))
+    assert edge["error_code"].is_in(KILLS).fill_null(False).mean() < 0.025  # the adoption the kills cost the low tier
+
+
+def test_edge_device_loss_drops_the_worst_devices_edge_rows() -> None:
+    full = pl.from_arrow(generate("4.12", 20_000, "postmortem", seed=4, start=START))
+    lost = pl.from_arrow(generate("4.12", 20_000, "postmortem", seed=4, start=START, edge_device_loss=0.02))
+    edge_devices = full.filter(pl.col("route") != "cloud")["device_id"].unique()
+    gone = set(edge_devices) - set(lost.filter(pl.col("route") != "cloud")["device_id"])
+    assert len(edge_devices) == 998 and len(gone) == round(0.02 * 998) == 20
+    dropped = (pl.col("route") != "cloud") & pl.col("device_id").is_in(list(gone))
+    assert lost.drop("event_id").equals(full.filter(~dropped).drop("event_id"))
+    assert full.filter(pl.col("device_id").is_in(list(gone)))["device_tier"].unique().to_list() == ["low"]
+    held = Population(holdback_share=0.2)
+    whole = generate("4.12", 20_000, seed=4, start=START, population=held, edge_device_loss=0.02)
+    before = pl.from_arrow(generate("4.12", 20_000, seed=4, start=START, population=held))
+    devices = before.filter(pl.col("route") != "cloud")["device_id"].n_unique()
+    assert before["device_id"].n_unique() - pl.from_arrow(whole)["device_id"].n_unique() == round(0.02 * devices)
+
+
+def test_edge_churn_drops_the_rows_after_the_first_day() -> None:
+    full = pl.from_arrow(generate("4.12", 20_000, seed=4, start=START))
+    churned = pl.from_arrow(generate("4.12", 20_000, seed=4, start=START, edge_churn=0.1))
+    key = ["device_id", "event_time"]
+    assert full.select(key).is_unique().all()
+    removed = full.join(churned, on=key, how="anti")
+    assert removed.height == full.height - churned.height == 1173
+    edge_devices = full.filter(pl.col("route") != "cloud")["device_id"].n_unique()
+    gone = removed["device_id"].unique().to_list()
+    assert len(gone) == round(0.1 * edge_devices) == 100  # each of them had used it for more than a day
+    later = (pl.col("event_time") > pl.col("event_time").min().over("device_id") + timedelta(days=1)) & (
+        pl.col("route") != "cloud") & pl.col("device_id").is_in(gone)
+    assert full.filter(later).sort(key).equals(removed.sort(key))
+
+
+def test_request_holdback_moves_the_online_cloud_share() -> None:
+    df = enrich(pl.from_arrow(generate("4.12", 50_000, start=START, population=Population(request_holdback=0.25))))
+    online = df.filter(pl.col("network_type") != "offline")
+    assert online["is_cloud"].mean() == pytest.approx(0.25, abs=0.01)
+    assert (online["route"] == "edge_with_cloud_check").mean() == pytest.approx(0.03, abs=0.01)
+    with pytest.raises(ValueError, match="edge_device_loss"):
+        generate("4.12", 10, edge_device_loss=1.0)
 
 
 @pytest.mark.slow

@@ -111,14 +111,20 @@ def cmd_admit(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
     from pipeline.planning.simulate import write_parquet
 
     if args.rows < 0 or args.files < 1:
         raise UsageError("--rows must be >= 0 and --files >= 1")
+    if not (0 <= args.edge_device_loss < 1 and 0 <= args.edge_churn < 1):
+        raise UsageError("--edge-device-loss and --edge-churn must be in [0, 1)")
     start = datetime.fromisoformat(args.start) if args.start else None
     paths = write_parquet(args.out, args.release, args.rows, args.scenario, args.seed,
-                          start=start, days=args.days, files=args.files, bad_rows=args.bad_rows)
-    print(f"wrote {args.rows} rows of scenario {args.scenario} for release {args.release} "
+                          start=start, days=args.days, files=args.files, bad_rows=args.bad_rows,
+                          edge_device_loss=args.edge_device_loss, edge_churn=args.edge_churn)
+    written = sum(pq.read_metadata(path).num_rows for path in paths)  # fewer than --rows after the injections
+    print(f"wrote {written} rows of scenario {args.scenario} for release {args.release} "
           f"into {len(paths)} files under {args.out}")
     return EXIT_OK
 
@@ -206,4 +212,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--days", type=int, default=7, help="days of telemetry, ending today (UTC)")
     p.add_argument("--start", help="first day, ISO date (default: --days before today)")
     p.add_argument("--bad-rows", type=int, default=0, help="rows that break contract rules, for testing")
+    p.add_argument("--edge-device-loss", type=float, default=0.0, metavar="SHARE",
+                   help="drop the edge rows of this share of edge devices, worst kill hazard first (an SRM)")
+    p.add_argument("--edge-churn", type=float, default=0.0, metavar="SHARE",
+                   help="this share of edge devices stop a day after their first request (their later edge rows go)")
     p.set_defaults(func=cmd_simulate)

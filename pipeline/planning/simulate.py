@@ -16,8 +16,9 @@ unknown .01) with a lognormal RTT (wifi ~40 ms, 4g ~90, 3g ~350, 2g ~800; null
 offline). The bucket is the contract's: offline; weak = a weak network type or an rtt at or above the
 cut, as the shipped config sets them (SHIPPED_NETWORK); else normal.
 
-Routing. 20 % of online requests are the cloud hold-back baseline and 3 % are
-`edge_with_cloud_check`; the rest, and every offline request, run on the edge.
+Routing. 20 % of online requests (`Population.request_holdback`) are the cloud
+hold-back baseline and 3 % are `edge_with_cloud_check`; the rest, and every offline
+request, run on the edge. `Population.holdback_share` holds back whole devices instead.
 
 Latency (ms, each part with lognormal noise, sigma 0.2). Cloud: ttft = 280 +
 prompt / 2000 tok/s + 2-4 x rtt, and on 35 % of weak-network requests a retry
@@ -38,15 +39,32 @@ Throttling becomes likely above ~43 C.
 Outcomes. Cloud, by task: adopted .92/.95/.90; the rest edited, regenerated,
 undone, abandoned and failed (failed always with NETWORK or TIMEOUT). An edge
 row draws one joint category (CATEGORIES): adopted; auto_fallback, re-served by
-the cloud and then adopted (90 %), edited, regenerated or abandoned; an edge
-error (OOM, LMK_KILLED, MODEL_LOAD_FAILED, TIMEOUT) with outcome failed; an
-undetected user fallback (edited/regenerated/undone); abandoned. Healthy edge:
-adoption 0.5 % (relative) below the cloud, auto_fallback 5 %, errors 0.5 %,
+the cloud and then adopted (90 %), edited, regenerated or abandoned; a random edge
+error (MODEL_LOAD_FAILED .45, TIMEOUT .35, OOM .10, LMK_KILLED .10) with outcome
+failed; an undetected user fallback (edited/regenerated/undone); abandoned. Healthy
+edge: adoption 0.5 % (relative) below the cloud, auto_fallback 5 %, errors 0.5 %,
 undetected user fallback 0.15 %. So failure_detectability is ~0.97, and the
 edge fallback rate (~0.05) stays within 0.03 of the cloud's (0.025-0.06),
 which is mostly user fallback. Offline requests cannot be re-served: a row whose
 draft a check rejected gets error_code NETWORK instead of auto_fallback, and
 keeps its outcome.
+
+Kills follow memory. Then the OS kills an edge request with a hazard that grows with its
+expected peak over the phone's RAM, ratio = (resident + activations + KV per token x
+(prompt + output tokens)) / RAM, as KILL_MAX / (1 + exp(-(ratio - KILL_MID) / KILL_SCALE))
+(0.10, 0.45, 0.025), plus the scenario's per-tier `extra_kill_share`. A killed row becomes
+an edge error, outcome failed, error_code OOM or LMK_KILLED (half each), and takes that
+error's ttft / total / output tokens (an OOM before the first token, an LMK kill part way
+through the decode). Healthy: ~0.1 % of edge requests are OOM / LMK_KILLED on every tier
+(the random errors; 0.1-0.4 % of edge device-days); the postmortem build kills ~5 % of
+low-tier (4 GB) requests, low_tier_memory ~9 %. Kills draw from a random stream of their
+own: a row that is not killed is the row it would be without them, every column alike.
+
+Injections for the guardrails (generate()'s keywords, 0 by default): `edge_churn` (a share of
+the edge devices stop using the feature a day after their first request: retention) and
+`edge_device_loss` (a share of the edge devices' telemetry never arrives, those killed most
+first: a sample-ratio mismatch of the hold-back split, as is `Population(request_holdback=0.25)`).
+They remove rows, so the table then has fewer than `rows`.
 
 Devices differ (`Population`): by default only in activity (lognormal, sigma 0.7),
 so rows are nearly independent. Real phones are not: `Population(device_adoption_sd=1,
@@ -64,6 +82,7 @@ and which gates that breaks.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,11 +102,12 @@ from pipeline.warehouse.schema import load_schema
 SCENARIOS: dict[str, str] = {
     "healthy": "1B INT4 edge build that passes every gate in every segment",
     "postmortem": "the rollback case: 1.8B INT4 on CPU, slow (mid-tier p95 ~16 s), hot (p95 +9.5 C), adoption"
-                  " 0.78 vs cloud 0.92, peak ~1.85 GB; fails quality_loss everywhere, inference_duration and"
-                  " thermal on most rewrite/summarize segments, weak_network_latency where edge is slowest,"
-                  " peak_memory on low tier (4 GB) only",
-    "low_tier_memory": "healthy but a 1B INT8 build (peak ~2.0 GB, resident ~1.25 GB): fails peak_memory and"
-                       " resident_memory on low tier (4 GB) only",
+                  " 0.78 vs cloud 0.92, peak ~1.85 GB, which the OS kills on ~5 % of low-tier requests; fails"
+                  " quality_loss everywhere, inference_duration and thermal on most rewrite/summarize segments,"
+                  " weak_network_latency where edge is slowest, peak_memory and kill_rate on low tier (4 GB) only",
+    "low_tier_memory": "healthy but a 1B INT8 build (peak ~2.0 GB, resident ~1.25 GB): fails peak_memory,"
+                       " resident_memory and kill_rate on low tier (4 GB) only; the kills (~9 % of its requests)"
+                       " also cost the low tier ~9 % of its adoption (quality_loss on its larger segments)",
     "sparse": "healthy data, meant for a small --rows (<= ~1000) so that every segment is insufficient_data",
     "aa": "A/A: edge outcomes drawn from the cloud's own outcome model (same adoption, fallback and"
           " failures); passes every gate",
@@ -101,6 +121,9 @@ SCENARIOS: dict[str, str] = {
                       " unchanged): fails fallback_rate in every online segment",
     "cold_start_slow_low": "healthy, but low-tier phones reload the model often and slowly (p95 ~1.4 s):"
                            " fails cold_start on low tier only",
+    "low_tier_kills": "healthy, but the low-memory killer takes the app in the background on low-tier phones:"
+                      " ~3 % of low-tier edge device-days have an OOM / LMK_KILLED kill (healthy ~0.3 %);"
+                      " fails kill_rate on low tier only",
 }
 
 SHIPPED_NETWORK = Network()  # the shipped weak-network cut and weak network types (a config may differ)
@@ -143,7 +166,9 @@ AUTO_SPLIT = {AUTO_ADOPT: 0.90, AUTO_EDIT: 0.05, AUTO_REGEN: 0.03, AUTO_ABANDON:
 USER_SPLIT = {EDIT: 0.5, REGEN: 0.3, UNDO: 0.2}
 ERROR_CODES = ("OOM", "LMK_KILLED", "MODEL_LOAD_FAILED", "TIMEOUT", "NETWORK")
 OOM, LMK, LOAD_FAILED, TIMEOUT, NETWORK = range(5)
-EDGE_ERROR_P = (0.35, 0.30, 0.20, 0.15)  # of edge errors: OOM, LMK_KILLED, MODEL_LOAD_FAILED, TIMEOUT
+EDGE_ERROR_P = (0.10, 0.10, 0.45, 0.35)  # of random edge errors: OOM, LMK_KILLED, MODEL_LOAD_FAILED, TIMEOUT
+# kill hazard of an edge request: KILL_MAX / (1 + exp(-(peak memory ratio - KILL_MID) / KILL_SCALE))
+KILL_MAX, KILL_MID, KILL_SCALE = 0.10, 0.45, 0.025
 EDGE_TIMEOUT_MS = 12_000.0
 CLOUD_TIMEOUT_MS = 15_000.0
 
@@ -162,6 +187,9 @@ class Population:
     activity_pareto: float = 0.0  # tail index of Pareto activity (instead of lognormal); 1.1-1.3 is a real app
     chatty_share: float = 0.0  # this share of devices sends CHATTY_FACTOR x its activity (bots, test phones)
     holdback_share: float = 0.0  # a device's requests all go to the cloud with this probability (per device)
+    # without holdback_share: the cloud share of online requests (per request); out of the repr, which seeds
+    # the event ids, so that the populations made before it keep theirs
+    request_holdback: float = dataclasses.field(default=0.20, repr=False)
     arrival_days: float = 0.0  # devices join uniformly over the first this many days of the rollout
 
 
@@ -196,6 +224,7 @@ class _Model:
     cloud_rtt_factor: tuple[float, float] = (2.0, 4.0)
     cloud_retry_p: tuple[float, float] = (0.02, 0.35)  # normal, weak
     edge_check_rtt: float = 0.0  # blocking cloud round trips before an online rewrite/summarize edge request
+    extra_kill_share: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)  # kill hazard per edge request on top of memory's
 
 
 MODELS: dict[str, _Model] = {
@@ -211,12 +240,14 @@ MODELS: dict[str, _Model] = {
     "weak_network_slow": _Model(cloud_rtt_factor=(0.8, 1.2), cloud_retry_p=(0.0, 0.0), edge_check_rtt=1.6),
     "fallback_spike": _Model(auto_share=0.20, rejected_after=(0.05, 0.15)),
     "cold_start_slow_low": _Model(cold_share=(0.35, 0.07, 0.05, 0.04), cold_median_ms=(1050, 230, 220, 210)),
+    "low_tier_kills": _Model(extra_kill_share=(0.022, 0.0, 0.0, 0.0)),
 }
 
 
 def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
              start: datetime | None = None, days: int = 7, bad_rows: int = 0,
-             population: Population = INDEPENDENT, edge_adoption_loss: float = 0.0) -> pa.Table:
+             population: Population = INDEPENDENT, edge_adoption_loss: float = 0.0,
+             edge_device_loss: float = 0.0, edge_churn: float = 0.0) -> pa.Table:
     """Return `rows` telemetry events of `scenario` for `release` (seed >= 0), in event_time order.
 
     The same arguments give the same table. The population (devices, tasks, networks) depends
@@ -226,12 +257,23 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
     `bad_rows` random rows are then made to break one or two contract row rules each,
     cycling through _BAD_KINDS (all rule kinds appear once bad_rows >= 10).
     `population` sets how devices differ; `edge_adoption_loss` removes that relative share of
-    edge adoptions. Raises ValueError for an unknown scenario or impossible counts.
+    edge adoptions. Two injections then remove rows, so the table has fewer than `rows`:
+    `edge_churn` (retention): this share of the devices with edge rows, picked at random, stop
+    using the feature a day after their first request (their edge rows later than that go);
+    `edge_device_loss` (sample-ratio mismatch): the edge rows of this share of the devices
+    with edge rows never arrive, the devices with the highest mean kill hazard first. Under
+    a per-device hold-back (Population.holdback_share) a device's rows are all edge rows or
+    all cloud rows, so both take whole devices. `bad_rows` are made after the removal.
+    Raises ValueError for an unknown scenario or impossible counts.
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")
-    if not 0 <= edge_adoption_loss < 1:
-        raise ValueError(f"edge_adoption_loss must be in [0, 1) (got {edge_adoption_loss})")
+    for name, share in (("edge_adoption_loss", edge_adoption_loss), ("edge_device_loss", edge_device_loss),
+                        ("edge_churn", edge_churn)):
+        if not 0 <= share < 1:
+            raise ValueError(f"{name} must be in [0, 1) (got {share})")
+    if not 0 <= population.request_holdback <= 0.97:
+        raise ValueError(f"request_holdback must be in [0, 0.97] (got {population.request_holdback})")
     if rows < 0 or days < 1 or not 0 <= bad_rows <= rows:
         raise ValueError(f"need rows >= 0, days >= 1 and 0 <= bad_rows <= rows "
                          f"(got rows={rows}, days={days}, bad_rows={bad_rows})")
@@ -241,9 +283,16 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
     call = f"{release}|{scenario}|{rows}|{start}|{days}|{bad_rows}"
     if population != INDEPENDENT or edge_adoption_loss:
         call += f"|{population}|{edge_adoption_loss}"
+    if population.request_holdback != INDEPENDENT.request_holdback:
+        call += f"|{population.request_holdback}"
+    if edge_device_loss or edge_churn:
+        call += f"|{edge_device_loss}|{edge_churn}"
     id_rng = np.random.default_rng([seed, *_words(call), 2])
-    cols = _events(rng, rows, model, population, edge_adoption_loss)
+    # kills draw from a stream of their own, so the main stream, and so every row not killed, is as without them
+    kill_rng = np.random.default_rng([seed, *_words(release), 3])
+    cols = _events(rng, kill_rng, rows, model, population, edge_adoption_loss)
     arrival = cols.pop("_arrival_days")
+    device, hazard = cols.pop("_device"), cols.pop("_kill_hazard")
     t0 = int((start - datetime(1970, 1, 1)) / timedelta(microseconds=1))
     if arrival is None:
         cols["event_time"] = np.sort(t0 + rng.integers(0, days * 86_400_000_000, rows, dtype=np.int64))
@@ -256,6 +305,10 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
     cols["app_version"] = _strings(tuple(f"{release}.{i}" for i in range(3)), patch)
     cols["event_id"] = _uuid4_text(id_rng, rows)
     table = _to_table(cols)
+    if edge_device_loss or edge_churn:
+        edge = ~np.isnan(cols["peak_mem_mb"])
+        keep = _kept(seed, release, device, edge, hazard, cols["event_time"], edge_device_loss, edge_churn)
+        table = table.filter(pa.array(keep))
     if arrival is not None:
         table = table.take(pc.sort_indices(table, [("event_time", "ascending")]))
     if bad_rows:
@@ -265,8 +318,8 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
 
 
 def write_parquet(out_dir: Path, release: str, rows: int, scenario: str = "healthy", seed: int = 0,
-                  start: datetime | None = None, days: int = 7, files: int = 1,
-                  bad_rows: int = 0) -> list[Path]:
+                  start: datetime | None = None, days: int = 7, files: int = 1, bad_rows: int = 0,
+                  edge_device_loss: float = 0.0, edge_churn: float = 0.0) -> list[Path]:
     """Write `generate(...)` as `files` zstd Parquet parts sorted by event_time; return their paths.
 
     Files go to `out_dir/release=<release>/part-<i>-<scenario>-s<seed>.parquet` (folders are
@@ -274,7 +327,8 @@ def write_parquet(out_dir: Path, release: str, rows: int, scenario: str = "healt
     """
     if files < 1:
         raise ValueError(f"files must be >= 1 (got {files})")
-    table = generate(release, rows, scenario, seed, start, days, bad_rows)
+    table = generate(release, rows, scenario, seed, start, days, bad_rows, edge_device_loss=edge_device_loss,
+                     edge_churn=edge_churn)
     table = table.take(pc.sort_indices(table, [("event_time", "ascending")]))
     folder = Path(out_dir) / f"release={release}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -450,9 +504,37 @@ def _propensity_target(dev: dict, d: np.ndarray, task: np.ndarray, probs: np.nda
     return np.clip(propensity * probs[:, ADOPT] / p_task, 0.0, 1.0)
 
 
-def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEPENDENT,
-            edge_adoption_loss: float = 0.0) -> dict[str, np.ndarray | pa.Array]:
-    """All per-request columns except event_time / release / app_version (NaN = null)."""
+def _kill_hazard(m: _Model, tokens: np.ndarray, mem_gb: np.ndarray, tier: np.ndarray) -> np.ndarray:
+    """An edge request's chance that the OS kills the app: logistic in its expected peak memory over the
+    phone's RAM (no noise: the same tokens on the same RAM class, the same hazard), plus the tier's extra."""
+    ratio = (m.resident_mb + m.activation_mb + m.kv_mb_per_token * tokens) / (mem_gb * 1024)
+    return KILL_MAX / (1 + np.exp(-(ratio - KILL_MID) / KILL_SCALE)) + np.take(m.extra_kill_share, tier)
+
+
+def _kept(seed: int, release: str, device: np.ndarray, edge: np.ndarray, hazard: np.ndarray, when: np.ndarray,
+          device_loss: float, churn: float) -> np.ndarray:
+    """Rows left after the injections of generate(): `churn` and `device_loss` of the devices with edge rows."""
+    devices, rows = np.unique(device[edge], return_counts=True)
+    drop = np.zeros(len(device), dtype=bool)
+    if device_loss:
+        mean = np.bincount(device[edge], hazard[edge])[devices] / rows
+        ties = np.random.default_rng([seed, *_words(release), 4]).random(len(devices))
+        lost = devices[np.lexsort((ties, -mean))[:round(device_loss * len(devices))]]
+        drop |= edge & np.isin(device, lost)
+    if churn:
+        gone = np.random.default_rng([seed, *_words(release), 5]).choice(
+            devices, round(churn * len(devices)), replace=False)
+        first = np.full(device.max() + 1, np.iinfo(np.int64).max)
+        np.minimum.at(first, device, when)
+        drop |= edge & np.isin(device, gone) & (when > first[device] + 86_400_000_000)
+    return ~drop
+
+
+def _events(rng: np.random.Generator, kill_rng: np.random.Generator, n: int, m: _Model,
+            pop: Population = INDEPENDENT, edge_adoption_loss: float = 0.0) -> dict[str, np.ndarray | pa.Array]:
+    """All per-request columns except event_time / release / app_version (NaN = null).
+
+    Kills (OOM / LMK_KILLED by memory) draw from `kill_rng` only, so `rng` is consumed as without them."""
     dev = _devices(rng, pop.devices or max(50, int(n / pop.rows_per_device)), pop)
     d = rng.choice(len(dev["tier"]), n, p=dev["activity"] / dev["activity"].sum())
     tier = dev["tier"][d]
@@ -471,7 +553,8 @@ def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEP
         held = dev["holdback"][d]
         route = np.where(held, 1, np.where(offline | (r >= 0.03), 0, 2))
     else:
-        route = np.where(offline | (r >= 0.23), 0, np.where(r < 0.20, 1, 2))  # 0 edge, 1 cloud, 2 with check
+        cut = pop.request_holdback
+        route = np.where(offline | (r >= cut + 0.03), 0, np.where(r < cut, 1, 2))  # 0 edge, 1 cloud, 2 with check
     cloud = route == 1
     edge = ~cloud
 
@@ -497,6 +580,10 @@ def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEP
         lose = edge_adoption_loss * (p_adopt + p_auto) / np.maximum(p_adopt, 1e-12)
         flip = edge & (cat == ADOPT) & (rng.random(n) < lose)
         cat = np.where(flip, ABANDON, cat)
+    hazard = np.where(edge, _kill_hazard(m, prompt + output, dev["mem"][d], tier), 0.0)
+    killed = (cat != ERROR) & (kill_rng.random(n) < hazard)
+    kill_code = np.where(kill_rng.random(n) < 0.5, OOM, LMK)
+    cat = np.where(killed, ERROR, cat)
     checked = np.array([c[1] for c in CATEGORIES])[cat]  # a check rejected the edge draft
     auto = checked & ~offline  # offline: no cloud to re-serve it
     error_cat = cat == ERROR
@@ -533,7 +620,9 @@ def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEP
     err = np.where(offline & checked, NETWORK, -1)
     ce, ee = cloud & error_cat, edge & error_cat
     err[ce] = np.where(rng.random(ce.sum()) < np.where(weak[ce], 0.85, 0.5), NETWORK, TIMEOUT)
-    err[ee] = rng.choice(len(EDGE_ERROR_P), ee.sum(), p=EDGE_ERROR_P)
+    drawn = ee & ~killed  # the random edge errors: as many draws from rng as without kills
+    err[drawn] = rng.choice(len(EDGE_ERROR_P), drawn.sum(), p=EDGE_ERROR_P)
+    err[killed] = kill_code[killed]
     frac = rng.uniform(0.2, 1.0, n)
     total = np.select(
         [ce & (err == NETWORK), ce & (err == TIMEOUT), ee & (err == OOM), ee & (err == LOAD_FAILED),
@@ -580,6 +669,7 @@ def _events(rng: np.random.Generator, n: int, m: _Model, pop: Population = INDEP
         "outcome": _strings(OUTCOMES, np.array([OUTCOMES.index(c[0]) for c in CATEGORIES])[cat]),
         "auto_fallback": auto, "error_code": _strings(ERROR_CODES, err),
         "_arrival_days": dev["arrival"][d] if dev["arrival"] is not None else None,
+        "_device": d, "_kill_hazard": hazard,
     }
 
 
