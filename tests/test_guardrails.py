@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from datetime import timedelta
 
 import pytest
 from conftest import run_cli
@@ -16,7 +17,7 @@ from test_gate import AS_OF, CONFIG, START, gate, load
 from pipeline.common.registry import CLOUD_COMPARISONS
 from pipeline.common.vocabulary import Status, Verdict
 from pipeline.gate import stats
-from pipeline.planning.simulate import Population, generate
+from pipeline.planning.simulate import SOCS, Population, generate
 
 
 def with_assignment(config=CONFIG, **changes):
@@ -138,3 +139,78 @@ def test_the_cli_takes_a_per_release_hold_back_share_and_exits_3_on_hold(healthy
     assert run_cli(*args, "--holdback-share", "0.2").returncode == 0
     bad = run_cli(*args, "--holdback-share", "1.5")
     assert bad.returncode == 2 and "not a share: '1.5' (a number from 0 to 1)" in bad.stderr
+
+
+# ---------------------------------------------------------------- scenarios of the simulator
+
+
+def window_of_14_days(rows: int, scenario: str = "healthy", **kwargs):
+    return generate("4.12", rows, scenario, seed=11, start=AS_OF - timedelta(days=14), days=14, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def kills_db(tmp_path_factory):
+    return load(tmp_path_factory.mktemp("kills") / "k.duckdb", window_of_14_days(120_000, "low_tier_kills"))
+
+
+def test_a_low_tier_killed_on_3_percent_of_device_days_rolls_back_its_segments_for_kill_rate_only(kills_db):
+    result = gate(kills_db)
+    low = {s.key: s.checks["kill_rate"] for s in result.segments if s.device_tier == "low"}
+    assert all(0.02 < c.measured < 0.035 for k, c in low.items() if k.endswith("/normal"))
+    rolled = {s.key: s.failed_gates for s in result.segments if s.failed_gates}
+    assert rolled == {"intent/low/normal": ["kill_rate"], "rewrite/low/normal": ["kill_rate"],
+                      "summarize/low/normal": ["kill_rate"]}
+    assert result.verdict == Verdict.PARTIAL_ROLLBACK
+    release = result.release_wide["kill_rate"]
+    assert release.status == Status.PASS and 0.01 < release.measured < 0.013  # past 1 %, not significantly
+    assert set(release.extra["error_device_days"]) >= {"OOM", "LMK_KILLED"}
+    assert release.extra["kill_codes"] == ["OOM", "LMK_KILLED"]
+
+
+def test_a_healthy_release_passes_kill_rate_everywhere(tmp_path):
+    result = gate(load(tmp_path / "h.duckdb", window_of_14_days(120_000)))
+    assert {s.checks["kill_rate"].status for s in result.segments} <= {Status.PASS, Status.INSUFFICIENT_DATA}
+    assert result.release_wide["kill_rate"].measured < 0.004 and result.verdict == Verdict.KEEP_EDGE
+
+
+def test_kill_codes_decide_what_counts_as_a_kill(kills_db):
+    config = dataclasses.replace(CONFIG, gates=dataclasses.replace(
+        CONFIG.gates, kill_rate=dataclasses.replace(CONFIG.gates.kill_rate, kill_codes=("MODEL_LOAD_FAILED",))))
+    result = gate(kills_db, config=config)
+    release = result.release_wide["kill_rate"]
+    assert release.measured == pytest.approx(release.extra["error_device_days"]["MODEL_LOAD_FAILED"]["share"])
+    assert not any("kill_rate" in s.failed_gates for s in result.segments)
+
+
+DEVICE_HOLDBACK = Population(holdback_share=0.2, devices=6000)
+BY_DEVICE = with_assignment(unit="device")
+
+
+@pytest.mark.parametrize("churn, status", [(0.0, Status.PASS), (0.3, Status.FAIL)])
+def test_retention_compares_the_devices_coming_back_on_each_arm(tmp_path, churn, status):
+    path = load(tmp_path / "r.duckdb", window_of_14_days(100_000, population=DEVICE_HOLDBACK, edge_churn=churn))
+    result = gate(path, config=BY_DEVICE)
+    release = result.release_wide["retention"]
+    assert release.status == status and release.mode == "observe"
+    assert release.extra["cloud_return"] > 0.9 and release.devices > 4000
+    assert (release.measured > 0.2) == (churn > 0)
+    assert result.verdict == Verdict.KEEP_EDGE  # observed, never blocks
+    assert gate(path).release_wide["retention"].status == Status.NOT_APPLICABLE  # requests assigned: no arm
+
+
+def test_telemetry_lost_from_the_edge_arms_worst_devices_is_a_mismatch_that_names_them(tmp_path):
+    path = load(tmp_path / "l.duckdb", window_of_14_days(100_000, population=DEVICE_HOLDBACK,
+                                                         edge_device_loss=0.3))
+    result = gate(path, config=BY_DEVICE)
+    release = result.assignment.scopes[0]
+    assert release.flagged and release.found > 0.25
+    worst = [cell["value"] for cell in result.assignment.breakdown["soc"][:3]]
+    assert set(worst) <= set(SOCS["low"]) and all(c["off"] for c in result.assignment.breakdown["soc"][:3])
+    assert result.verdict == Verdict.INSUFFICIENT_DATA
+    assert result.release_wide["quality_loss"].status == Status.INSUFFICIENT_DATA
+
+
+def test_a_misconfigured_request_split_is_flagged(tmp_path):
+    path = load(tmp_path / "m.duckdb", window_of_14_days(60_000, population=Population(request_holdback=0.25)))
+    release = gate(path).assignment.scopes[0]
+    assert release.flagged and 0.24 < release.found < 0.26
