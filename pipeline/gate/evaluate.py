@@ -51,6 +51,10 @@ WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
 ERROR_DAYS_SQL = "gate/error_days"
 RETENTION_SQL = "gate/retention"
+# kill_rate's sequential test spreads its prior over kill rates up to 3 x the ceiling (stats.mixture_width):
+# the rate worth catching is twice the ceiling, and a 1 % ceiling's default prior (20 points wide) would
+# weigh rates no release survives long enough to show
+KILL_MIXTURE_WIDTH = 2.0
 RETENTION_TAU = 0.03  # the mixing scale of the retention test: a drop of 3 points past the tolerance at least
 RETENTION_SIZED_DROP = 0.05  # devices_to_detect of retention: for a drop of 5 points in the share returning
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
@@ -403,29 +407,31 @@ class _Measure:
                          main_test=BY_NAME[name].tests[0])
 
     def _rate_test(self, check: GateCheck, name: str, r: stats.DeviceRatio, p0: float, harm_above: bool,
-                   what: str, edge_devices: int | None = None) -> None:
+                   what: str, edge_devices: int | None = None, relative_width: float | None = None) -> None:
         """A device-level rate against a fixed threshold p0 (harm_above: harm is a rate above p0). When
         even its most extreme outcome could not decide, the check is short of data and says how many
-        rows it needs (effective rows times the design effect observed)."""
+        rows it needs (effective rows times the design effect observed). relative_width: the sequential
+        test's prior (stats.mixture_width; None: the default)."""
         safe = check.burden == "prove_safe"
         above = harm_above != safe  # the alternative the test looks for
-        p = stats.rate_p_value(r.k_eff, r.n_eff, p0, above, self.sequential)
+        w = relative_width
+        p = stats.rate_p_value(r.k_eff, r.n_eff, p0, above, self.sequential, w)
         kind = "mixture likelihood ratio (always valid)" if self.sequential else "exact binomial"
         check.tests[name] = Test(p, check.burden, f"{kind} on device-adjusted counts: {what} "
                                                   f"{'<' if above != harm_above else '>'} {p0:g}")
         if name == check.main_test:
-            check.bounds = lambda a: stats.rate_bounds(r.k_eff, r.n_eff, a, self.sequential)
+            check.bounds = lambda a: stats.rate_bounds(r.k_eff, r.n_eff, a, self.sequential, w)
             check.interval_method = f"{kind} inverted: the rates no test at this alpha rejects"
         if r.devices < self.config.min_devices:
             _add_note(check, f"only {r.devices} devices: their rows counted as fully correlated")
         p1 = _twice_the_tolerance(p0, harm_above)
         if not safe and name == check.main_test and p1 is not None:
             check.sizing = Sizing(name, lambda a: _rows(stats.rate_units_needed(
-                p0, p1, harm_above, a, DETECT_POWER, self.sequential), r.design_effect), r.n,
+                p0, p1, harm_above, a, DETECT_POWER, self.sequential, relative_width=w), r.design_effect), r.n,
                 edge_devices or r.devices, past=r.rate > p0 if harm_above else r.rate < p0,
                 catches=f"a {what} of {p1:.3g}")
         alpha = 1 - self.conf if safe else self.split[(check.gate, name)]
-        need = stats.values_needed(p0, above, alpha, self.sequential)
+        need = stats.values_needed(p0, above, alpha, self.sequential, relative_width=w)
         if need is not None and r.n_eff < need and check.values_needed is None:
             check.values_needed = math.ceil(need * r.design_effect)
             check.short_of_data = True
@@ -821,7 +827,8 @@ class _Measure:
         return check
 
     def _kills(self, gates: Any, key: tuple) -> GateCheck:
-        check = self._day_share(GateName.KILL_RATE, gates, key, "kill_days", "share of device-days with a kill")
+        check = self._day_share(GateName.KILL_RATE, gates, key, "kill_days", "share of device-days with a kill",
+                                relative_width=KILL_MIXTURE_WIDTH)
         settings = gates.kill_rate
         check.extra["kill_codes"] = list(settings.kill_codes)
         dd = self.device_days.get(key)
@@ -831,7 +838,8 @@ class _Measure:
                                                 for code, n in sorted(self.error_days.get(key, {}).items())}
         return check
 
-    def _day_share(self, name: str, gates: Any, key: tuple, k: str, what: str) -> GateCheck:
+    def _day_share(self, name: str, gates: Any, key: tuple, k: str, what: str,
+                   relative_width: float | None = None) -> GateCheck:
         """A share of edge device-days (device-days summed per device) against the gate's ceiling."""
         check = self._new(name, gates)
         check.sql = f"sql/{DEVICE_DAYS_SQL}.sql"
@@ -842,7 +850,7 @@ class _Measure:
         r = self.ratio(dd, k, "days")
         check.rows, check.devices, check.design_effect, check.measured = int(r.n), r.devices, r.design_effect, r.rate
         check.reading_interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
-        self._rate_test(check, "", r, check.threshold, harm_above=True, what=what)
+        self._rate_test(check, "", r, check.threshold, harm_above=True, what=what, relative_width=relative_width)
         return check
 
 

@@ -222,13 +222,20 @@ def binom_cdf(k: float, n: float, p: float) -> float:
 MIXTURE_WIDTH = 0.2  # the prior of the rate tests spreads evenly over alternatives up to 20 points past p0
 
 
-def _log_mixture_lr(k: float, n: float, p0: float, above: bool) -> float:
+def mixture_width(p0: float, above: bool, relative_width: float | None) -> float:
+    """The width w of the rate tests' prior: MIXTURE_WIDTH, or relative_width x the room on the alternative's side
+    (p0 above, 1 - p0 below): a small ceiling's test (kill_rate's 1 %) weighs the alternatives worth catching
+    (twice the ceiling) instead of spreading its prior over rates 20 points away."""
+    return MIXTURE_WIDTH if relative_width is None else relative_width * (p0 if above else 1 - p0)
+
+
+def _log_mixture_lr(k: float, n: float, p0: float, above: bool, width: float = MIXTURE_WIDTH) -> float:
     """log of the likelihood ratio of a uniform prior on (p0, p0 + w) (above) or (p0 - w, p0) (below),
-    w = MIXTURE_WIDTH clipped to [0, 1], against p = p0, for k successes in n: a nonnegative
+    w = width clipped to [0, 1], against p = p0, for k successes in n: a nonnegative
     supermartingale under any rate on the null side, so Ville's inequality bounds its crossing.
     All in logs: the prior's mass under the likelihood is far below 1e-308 when the data sit outside it."""
     a, b = k + 1, n - k + 1
-    lo, hi = (p0, min(1.0, p0 + MIXTURE_WIDTH)) if above else (max(0.0, p0 - MIXTURE_WIDTH), p0)
+    lo, hi = (p0, min(1.0, p0 + width)) if above else (max(0.0, p0 - width), p0)
     # mass = I_hi - I_lo, or the difference of the upper tails I_(1-lo)(b, a) - I_(1-hi)(b, a)
     if log_betainc(a, b, lo) < math.log(0.5):
         log_mass = _log_diff(log_betainc(a, b, hi), log_betainc(a, b, lo))
@@ -240,14 +247,15 @@ def _log_mixture_lr(k: float, n: float, p0: float, above: bool) -> float:
     return log_beta(a, b) + log_mass - math.log(hi - lo) - log_l0
 
 
-def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool) -> float:
+def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool,
+                 relative_width: float | None = None) -> float:
     """p-value of 'the rate is on the null side of p0' (above=True: small p means the rate is above p0).
-    Sequential: 1 / mixture likelihood ratio, valid at every look (an always-valid p-value).
-    Fixed: the exact binomial tail, valid for one look. NaN when there is nothing to test."""
+    Sequential: 1 / mixture likelihood ratio, valid at every look (an always-valid p-value), its prior as wide
+    as mixture_width says. Fixed: the exact binomial tail, valid for one look. NaN when there is nothing to test."""
     if n <= 0 or not 0 < p0 < 1:
         return math.nan
     if sequential:
-        return min(1.0, math.exp(-_log_mixture_lr(k, n, p0, above)))
+        return min(1.0, math.exp(-_log_mixture_lr(k, n, p0, above, mixture_width(p0, above, relative_width))))
     return binom_sf(k, n, p0) if above else binom_cdf(k, n, p0)
 
 
@@ -298,7 +306,8 @@ def bisect(decides: Callable[[float], bool], lo: float, hi: float, steps: int = 
     return (lo + hi) / 2
 
 
-def rate_bounds(k: float, n: float, alpha: float, sequential: bool) -> tuple[float | None, float | None]:
+def rate_bounds(k: float, n: float, alpha: float, sequential: bool,
+                relative_width: float | None = None) -> tuple[float | None, float | None]:
     """The confidence sequence (sequential) or interval (fixed) of a rate that the rate test decides by:
     lower = the largest p0 that `rate_p_value(..., above=True)` rejects at alpha, upper = the smallest p0
     that `above=False` rejects; each side at `alpha`, so a threshold outside [lower, upper] is exactly a
@@ -308,10 +317,10 @@ def rate_bounds(k: float, n: float, alpha: float, sequential: bool) -> tuple[flo
     tiny = 1e-12
 
     def above(p0: float) -> bool:
-        return rate_p_value(k, n, p0, True, sequential) <= alpha
+        return rate_p_value(k, n, p0, True, sequential, relative_width) <= alpha
 
     def below(p0: float) -> bool:
-        return rate_p_value(k, n, p0, False, sequential) <= alpha
+        return rate_p_value(k, n, p0, False, sequential, relative_width) <= alpha
 
     lo = bisect(above, tiny, 1 - tiny) if above(tiny) else None
     hi = 1 - bisect(lambda q: below(1 - q), tiny, 1 - tiny) if below(1 - tiny) else None
@@ -345,14 +354,15 @@ def smallest_n(holds: Callable[[int], bool], start: int, limit: int) -> int | No
 
 
 @functools.lru_cache(maxsize=1024)
-def values_needed(p0: float, above: bool, alpha: float, sequential: bool, limit: int = 10_000_000) -> int | None:
+def values_needed(p0: float, above: bool, alpha: float, sequential: bool, limit: int = 10_000_000,
+                  relative_width: float | None = None) -> int | None:
     """The fewest (effective) values with which the most extreme outcome (all beyond p0, or none)
     reaches alpha: fewer can never decide, so the gate says insufficient_data and this figure."""
     if not 0 < p0 < 1:
         return None
 
     def decides(n: int) -> bool:
-        return rate_p_value(n if above else 0, n, p0, above, sequential) <= alpha
+        return rate_p_value(n if above else 0, n, p0, above, sequential, relative_width) <= alpha
 
     return smallest_n(decides, 1, limit)
 
@@ -656,7 +666,7 @@ def ratio_power(p_cloud: float, tolerance: float, delta: float, alpha: float, de
 
 
 def rate_units_needed(p0: float, p1: float, above: bool, alpha: float, power: float, sequential: bool,
-                      limit: int = 50_000_000) -> int | None:
+                      limit: int = 50_000_000, relative_width: float | None = None) -> int | None:
     """Effective values for the one-sample rate test (`rate_p_value`) to reject with probability `power`
     when the true rate is p1, past p0 on the `above` side: the smallest n whose count at the power
     quantile under p1, n p1 -+ z_power sqrt(n p1 (1 - p1)) (normal approximation), reaches alpha."""
@@ -667,7 +677,7 @@ def rate_units_needed(p0: float, p1: float, above: bool, alpha: float, power: fl
     def enough(n: int) -> bool:
         spread = z_power * math.sqrt(n * p1 * (1 - p1))
         k = min(float(n), max(0.0, n * p1 - spread if above else n * p1 + spread))
-        p = rate_p_value(k, n, p0, above, sequential)
+        p = rate_p_value(k, n, p0, above, sequential, relative_width)
         return math.isfinite(p) and p <= alpha
 
     return smallest_n(enough, 16, limit)
