@@ -42,6 +42,19 @@ def test_srm_p_value_is_one_over_the_mean_dirichlet_multinomial_bayes_factor():
     assert math.isnan(stats.srm_p_value((0, 0), (0.2, 0.8), 10.0))
 
 
+def test_kill_rates_sequential_test_weighs_rates_up_to_three_times_its_ceiling():
+    from scipy import integrate
+    from scipy.stats import binom
+
+    k, n = 30, 1000  # 3 % of 1,000 device-days against a 1 % ceiling
+    mixture = integrate.quad(lambda p: binom.pmf(k, n, p), 0.01, 0.03, epsabs=0, epsrel=1e-10)[0] / 0.02
+    assert stats.rate_p_value(k, n, 0.01, True, True, relative_width=2.0) == pytest.approx(
+        binom.pmf(k, n, 0.01) / mixture, rel=1e-6)
+    # the default prior spreads over 20 points: the same data weigh less
+    assert stats.rate_p_value(k, n, 0.01, True, True) > 4 * stats.rate_p_value(k, n, 0.01, True, True, 2.0)
+    assert stats.mixture_width(0.9, False, 2.0) == pytest.approx(0.2)  # a floor's room is below it
+
+
 def test_srm_concentration_spreads_the_share_twice_the_smallest_deviation_worth_flagging():
     c = stats.srm_concentration(0.2, 0.001)
     assert c == pytest.approx(0.16 / 0.002**2 - 1)
