@@ -227,3 +227,26 @@ def test_a_misconfigured_request_split_is_flagged(tmp_path):
     path = load(tmp_path / "m.duckdb", window_of_14_days(60_000, population=Population(request_holdback=0.25)))
     release = gate(path).assignment.scopes[0]
     assert release.flagged and 0.24 < release.found < 0.26
+
+
+def test_the_ledger_prices_the_retention_drop_of_the_edge_arm(tmp_path):
+    from pipeline.planning.ledger import compute_ledger
+    from pipeline.warehouse import db
+    from pipeline.warehouse.aggregate import use_settings
+
+    path = load(tmp_path / "c.duckdb", window_of_14_days(100_000, population=DEVICE_HOLDBACK, edge_churn=0.3))
+    config = dataclasses.replace(BY_DEVICE, costs=dataclasses.replace(BY_DEVICE.costs, lost_user_value=25.0,
+                                                                      currency="USD"))
+    check = gate(path, config=config).release_wide["retention"]
+    with db.reading(path) as con:
+        use_settings(con, config)
+        totals = compute_ledger(con, "4.12", config, as_of=AS_OF).totals
+        requests = compute_ledger(con, "4.12", CONFIG, as_of=AS_OF).totals
+    lost = totals["lost_users"]
+    edge_devices = round(lost.value / check.measured)
+    assert lost.value == pytest.approx(check.measured * edge_devices) and 4000 < edge_devices < 5000
+    assert lost.basis == (f"(cloud {check.extra['cloud_return']:.1%} - edge {check.extra['edge_return']:.1%} of "
+                          f"devices returning after 7 days, 0 if below) x {edge_devices:,} edge devices")
+    assert totals["retention_cost"].value == pytest.approx(25 * lost.value)
+    assert requests["lost_users"].value is None
+    assert requests["lost_users"].basis == "not measured: needs a device-level hold-back (assignment.unit: device)"
