@@ -185,8 +185,9 @@ def retention_table(config, runs: int, seed: int) -> None:
     pilot = [retention_release(seed + 10**7 + i, 20_000, 0.0, config)[1:] for i in range(5)]
     base = float(np.mean([e for e, _ in pilot]))
     churn = 0.05 / base
-    print(f"\nretention (device-level hold-back; a device returns with a request {config.gates.retention.horizon_days:g}+"
-          f" days after its first; max_drop {config.gates.retention.max_drop:g}, mode as shipped: "
+    horizon = config.gates.retention.horizon_days
+    print(f"\nretention (device-level hold-back; a device returns with a request {horizon:g}+ days after its first;"
+          f" max_drop {config.gates.retention.max_drop:g}, mode as shipped: "
           f"{config.gates.retention.mode}): A/A share returning on night 14 {base:.1%}, so {churn:.1%} of edge "
           f"devices churning after their first day is a 5-point drop. [95 % Wilson]\n")
     print("| devices by night 14 | A/A: flagged on some night | 5-point drop: caught on some night | measured drop "

@@ -13,7 +13,9 @@ its own process (wall time and peak RSS via os.wait4):
   b. `pipeline query edge_vs_cloud_latency` vs the same percentiles from `events`
   c. `pipeline gate` (statistics, JSON, and recording the evaluation) vs the SQL figures of
      the same metrics from `events`: the device-level sums of every tested ratio, the p95s and
-     their order statistics, the weak-network devices above each p95, the device-days
+     their order statistics, the weak-network devices above each p95, the device-days (over the
+     cap, with a kill) per segment and release-wide, the device-days per error code, the online
+     requests per arm (the assignment check) and the arrival lag
 and `pipeline --help`, the CLI's start-up, which every pipeline time includes.
 Prints seconds, peak RSS and pipeline / by hand (target <= 1.5).
 """
@@ -295,15 +297,36 @@ d AS (SELECT w.side, w.task, w.device_tier, w.device_id, count(*) AS n,
 SELECT side, task, device_tier, count(*), sum(n), sum(n * n), sum(k), sum(k * k), sum(k * n) FROM d GROUP BY ALL
 ''', params).fetchall()
 days = con.execute('''
-WITH p AS (SELECT task, device_tier, BUCKET AS network_bucket, device_id, CAST(event_time AS DATE) AS day, total_ms
+WITH p AS (SELECT task, device_tier, BUCKET AS network_bucket, device_id, CAST(event_time AS DATE) AS day, total_ms,
+                  coalesce(error_code IN ('OOM', 'LMK_KILLED'), false) AS killed
            FROM events WHERE release = $release AND event_time >= $start AND event_time < $end AND route <> 'cloud'),
      t AS (SELECT device_id, day, sum(total_ms) / 1000.0 AS seconds FROM p GROUP BY ALL),
+     s AS (SELECT task, device_tier, network_bucket, device_id, day, bool_or(killed) AS killed FROM p GROUP BY ALL
+           UNION ALL
+           SELECT NULL, NULL, NULL, device_id, day, bool_or(killed) FROM p GROUP BY device_id, day),
      d AS (SELECT task, device_tier, network_bucket, device_id, count(*) AS n,
-                  count(*) FILTER (WHERE seconds > 600) AS k
-           FROM (SELECT DISTINCT task, device_tier, network_bucket, device_id, day FROM p) JOIN t USING (device_id, day)
-           GROUP BY ALL)
-SELECT task, device_tier, network_bucket, count(*), sum(n), sum(n * n), sum(k), sum(k * k), sum(k * n)
+                  count(*) FILTER (WHERE seconds > 600) AS k, count(*) FILTER (WHERE killed) AS x
+           FROM s JOIN t USING (device_id, day) GROUP BY ALL)
+SELECT task, device_tier, network_bucket, count(*), sum(n), sum(n * n), sum(k), sum(k * k), sum(k * n),
+       sum(x), sum(x * x), sum(x * n)
 FROM d GROUP BY ALL
+''', params).fetchall()
+# the edge device-days with each error code (beside kill_rate)
+codes = con.execute('''
+WITH c AS (SELECT DISTINCT task, device_tier, BUCKET AS network_bucket, device_id, CAST(event_time AS DATE) AS day,
+                  error_code
+           FROM events WHERE release = $release AND event_time >= $start AND event_time < $end AND route <> 'cloud'
+             AND error_code IS NOT NULL)
+SELECT task, device_tier, network_bucket, error_code, count(*) FROM c GROUP BY ALL
+UNION ALL
+SELECT NULL, NULL, NULL, error_code, count(*) FROM (SELECT DISTINCT device_id, day, error_code FROM c) GROUP BY ALL
+''', params).fetchall()
+# the assignment check: online requests per arm, release-wide, per task x tier, app_version, os_version, soc
+split = con.execute('''
+SELECT task, device_tier, app_version, os_version, soc, count(*) FILTER (WHERE route = 'cloud'),
+       count(*) FILTER (WHERE route <> 'cloud')
+FROM events WHERE release = $release AND event_time >= $start AND event_time < $end AND network_type <> 'offline'
+GROUP BY GROUPING SETS ((), (task, device_tier), (app_version), (os_version), (soc))
 ''', params).fetchall()
 # the arrival lag per network bucket (hours from event_time to the file's ingestion)
 lag = con.execute('''
@@ -316,7 +339,8 @@ p95 = {(r[0], r[1], r[2], r[3]): r[4] for r in quantiles}
 segments = {f"{r['task']}/{r['device_tier']}/{r['network_bucket']}": [r["rows"], p95.get(("edge", r["task"],
             r["device_tier"], r["network_bucket"]))] for r in figures if r["side"] == "edge" and r["level"] == 0}
 print(json.dumps({"figure_rows": len(figures), "quantile_rows": len(quantiles), "weak_rows": len(weak),
-                  "device_day_rows": len(days), "lag_rows": len(lag), "segments": segments}))
+                  "device_day_rows": len(days), "code_rows": len(codes), "split_rows": len(split), "lag_rows": len(lag),
+                  "segments": segments}))
 """.replace("BUCKET", BUCKET)
 
 
