@@ -19,7 +19,7 @@ from pipeline.warehouse import sqlfiles
 
 WORDS = sorted({*map(str, Verdict), Status.NOT_APPLICABLE, Route.EDGE_WITH_CLOUD_CHECK, *map(str, Bucket),
                 *map(str, Tier), *map(str, GateName)})
-TIMES = {"thermal": 2}  # the thermal gate's name is also its label
+TIMES = {"thermal": 2, "retention": 2}  # these gates' names are also their labels
 # the same letters meaning something else: a named query and its column, a network_type value, a section key
 ELSEWHERE = {
     ("fallback_rate", "pipeline/views/frames.py"): "the named query sql/queries/fallback_rate.sql and its column",

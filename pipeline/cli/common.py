@@ -100,6 +100,22 @@ def _as_of_option(p: argparse.ArgumentParser) -> None:
                         "future-event rule, ISO date or time in UTC (default: the wall clock)")
 
 
+def _holdback_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--holdback-share", type=_share, default=None, metavar="SHARE",
+                   help="the cloud hold-back share this release declares, 0-1 (default: assignment.holdback_share of "
+                        "the config); the assignment check holds the data to it")
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a share: {text!r} (a number from 0 to 1)") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"not a share: {text!r} (a number from 0 to 1)")
+    return value
+
+
 def _ingest_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--validate-batch-rows", type=int, default=None, metavar="N",
                    help="rows of whole files validated per Great Expectations run (default 1,000,000; memory vs speed)")
@@ -240,7 +256,8 @@ def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False) -> 
 def _evaluate(args: argparse.Namespace, config: Any, con: Any) -> Any:
     from pipeline.gate.evaluate import evaluate_gate
 
-    return evaluate_gate(con, args.release, config, as_of=_as_of(args))
+    return evaluate_gate(con, args.release, config, as_of=_as_of(args),
+                         holdback_share=getattr(args, "holdback_share", None))
 
 
 def _format(args: argparse.Namespace) -> str:

@@ -19,6 +19,7 @@ from pipeline.cli.common import (
     _evaluate,
     _format,
     _format_option,
+    _holdback_option,
     _require_release,
     _spark,
     _telemetry,
@@ -197,6 +198,7 @@ def add_commands(sub: Any) -> None:
     _db_option(p)
     _config_option(p)
     _as_of_option(p)
+    _holdback_option(p)
     p.add_argument("--json", action="store_true", help="print the contract's JSON object")
     p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
     p.add_argument("--check-config", action="store_true", help="only validate the config and exit")
@@ -219,6 +221,7 @@ def add_commands(sub: Any) -> None:
     _db_option(p)
     _config_option(p)
     _as_of_option(p)
+    _holdback_option(p)
     _engine_options(p)
     p.set_defaults(func=cmd_explain)
 

@@ -17,7 +17,7 @@ from typing import Any
 from pipeline.common import package_data
 from pipeline.common.errors import ConfigError
 from pipeline.common.registry import CLOUD_CHECK_CATCHES, ESTIMANDS, GATE_NAMES
-from pipeline.common.vocabulary import ROUTES, Route
+from pipeline.common.vocabulary import EDGE_ERRORS, ROUTES, EdgeError, Route
 from pipeline.common.yamlspec import build, read_yaml, setting
 
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
@@ -45,6 +45,15 @@ class RatioCeiling(Gate):
 
 
 @dataclass(frozen=True)
+class KillRate(Gate):
+    max_share: float = _f(0.01, 0, 1, help="share of edge device-days with at least one kill (Android vitals: a "
+                          "user-perceived low-memory-kill rate above 1 % is bad behaviour)")
+    kill_codes: tuple[str, ...] = _f((EdgeError.OOM.value, EdgeError.LMK_KILLED.value), choices=EDGE_ERRORS,
+                                     min_items=1, help="error_code values that count as a kill (the others are "
+                                                       "reported beside it)")
+
+
+@dataclass(frozen=True)
 class MsCeiling(Gate):
     max_p95_ms: float = _f(10_000.0, 0, 3_600_000, help="p95 in milliseconds")
 
@@ -52,6 +61,15 @@ class MsCeiling(Gate):
 @dataclass(frozen=True)
 class QualityLoss(Gate):
     max_relative_loss: float = _f(0.03, 0, 1, help="(cloud - edge) / cloud adoption")
+
+
+@dataclass(frozen=True)
+class Retention(Gate):
+    mode: str = _f("observe", choices=MODES)
+    max_drop: float = _f(0.01, 0, 1, help="the edge arm's share of returning devices may be at most this far "
+                         "below the cloud hold-back's (absolute)")
+    horizon_days: float = _f(7.0, 1, 60, help="a device returns when it has a request at least this many days "
+                             "after its first in the window")
 
 
 @dataclass(frozen=True)
@@ -83,9 +101,11 @@ class Gates:
     # so proving it safe costs few rows: the edge must show it fits
     peak_memory: RatioCeiling = RatioCeiling(burden="prove_safe")
     resident_memory: RatioCeiling = RatioCeiling(max_p95_ratio=0.25, burden="prove_safe")
+    kill_rate: KillRate = KillRate()
     inference_duration: MsCeiling = MsCeiling()
     cold_start: MsCeiling = MsCeiling(max_p95_ms=500.0)
     quality_loss: QualityLoss = QualityLoss()
+    retention: Retention = Retention()
     failure_detectability: Detectability = Detectability()
     fallback_rate: FallbackRate = FallbackRate()
     weak_network_latency: Gate = Gate()
@@ -122,6 +142,28 @@ class Statistics:
     def weight_cap(self) -> float:
         """The SQL's $weight_cap: the most rows one device counts for under the estimand."""
         return {"per_device": 1.0, "capped_requests": self.weight_cap_rows, "requests": 1e18}[self.estimand]
+
+
+ASSIGNMENT_UNITS = ("request", "device")
+SRM_ACTIONS = ("hold", "rollback", "warn")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The split the rollout declares between the edge and the cloud hold-back, which the sample-ratio-mismatch
+    check (pipeline/gate/assignment.py) holds the data to before any comparison with the cloud is believed."""
+    unit: str = _f("request", choices=ASSIGNMENT_UNITS, help="what is assigned to an arm: request (each online "
+                   "request on its own, the contract's hold-back rows) or device (a device stays on its arm)")
+    holdback_share: float = _f(0.20, 0, 1, help="the cloud hold-back's declared share of online requests (unit "
+                               "request) or of devices (unit device); `pipeline gate --holdback-share` overrides it")
+    max_p_value: float = _f(0.001, 1e-12, 0.5, help="flag a mismatch at an anytime-valid p-value at or below this "
+                            "(release-wide; the task x tier scopes share it, Bonferroni)")
+    min_deviation: float = _f(0.001, 0, 1, help="a found hold-back share closer than this to the declared one is "
+                              "never flagged, however large the sample")
+    max_leaked_share: float = _f(0.001, 0, 1, help="unit device: devices seen on both arms above this share of "
+                                 "devices are a leak")
+    action: str = _f("hold", choices=SRM_ACTIONS, help="when the split is off, the comparison checks of its scope: "
+                     "hold (not a pass: insufficient_data), rollback (fail) or warn (a note only)")
 
 
 @dataclass(frozen=True)
@@ -194,6 +236,9 @@ class Costs:
     engineering: EngineeringCost = EngineeringCost()
     power_w: TierPower = TierPower()
     estimate_flag_factor: float = _f(1.25, 1, 1000, help="flag a field figure worse than the estimate by this factor")
+    lost_user_value: float | None = _f(None, 0, 1e9, help="what one user who stops coming back costs (the post-"
+                                       "mortem's last term: uninstalls and lost retention); prices the retention "
+                                       "drop of the edge arm")
 
 
 ENGINES = ("duckdb", "spark")
@@ -240,6 +285,7 @@ class Config:
     gates: Gates = Gates()
     task_overrides: dict[str, Gates] = _f(None, help="per task: gate settings that differ from `gates`")
     statistics: Statistics = Statistics()
+    assignment: Assignment = Assignment()
     routing: Routing = Routing()
     alerts: Alerts = Alerts()
     rollout: Rollout = Rollout()
@@ -273,6 +319,11 @@ def _task_overrides(overrides: Any, config: Config) -> dict[str, Gates]:
             raise ValueError(f"task_overrides.{task}: unknown task {str(task)!r}; tasks declared in `tasks` of "
                              f"this file: {declared} (add it there if it is a new task)")
         per_task[str(task)] = build(Gates, gates, f"task_overrides.{task}", config.gates)
+        for key in ("kill_rate.kill_codes", "retention.horizon_days"):
+            gate, name = key.split(".")
+            if getattr(getattr(per_task[str(task)], gate), name) != getattr(getattr(config.gates, gate), name):
+                raise ValueError(f"task_overrides.{task}.{key}: counted alike for every task (a device's days span "
+                                 f"tasks); set it under gates.{gate} only")
     return per_task
 
 

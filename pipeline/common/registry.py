@@ -7,7 +7,7 @@ kind:
 - "p95_budget": the p95 of a per-request figure against a ceiling
 - "rate": a share against a floor or ceiling (and possibly the cloud's share)
 - "comparison": the edge against the cloud baseline
-- "count_share": a share of device-days
+- "count_share": a share of device-days (a device's days, summed per device)
 
 Every gate is judged by hypothesis tests (docs/how-the-gate-decides.md); `tests`
 names them: "" is the gate's main test, others are named parts (a family each).
@@ -24,9 +24,11 @@ class GateName(StrEnum):
 
     PEAK_MEMORY = "peak_memory"
     RESIDENT_MEMORY = "resident_memory"
+    KILL_RATE = "kill_rate"
     INFERENCE_DURATION = "inference_duration"
     COLD_START = "cold_start"
     QUALITY_LOSS = "quality_loss"
+    RETENTION = "retention"
     FAILURE_DETECTABILITY = "failure_detectability"
     FALLBACK_RATE = "fallback_rate"
     WEAK_NETWORK_LATENCY = "weak_network_latency"
@@ -45,6 +47,7 @@ class GateSpec:
     direction: str = "max"  # "max": the figure must stay at or below the threshold; "min": at or above
     threshold_key: str = ""  # the config key of its threshold ("" = the cloud baseline is the threshold)
     cloud_check_catches: bool = False  # a cloud check of the edge draft catches its failures (routing default)
+    compares_cloud: bool = False  # compares the edge with the cloud hold-back (believed only when the split holds)
     tests: tuple[str, ...] = ("",)  # its hypothesis tests: one Holm family each, with an equal share of its alpha
 
 
@@ -53,17 +56,22 @@ GATES: tuple[GateSpec, ...] = (
              threshold_key="max_p95_ratio"),
     GateSpec(GateName.RESIDENT_MEMORY, "resident memory", "ratio of RAM", "p95_budget", "resident", "resident mem",
              threshold_key="max_p95_ratio"),
+    GateSpec(GateName.KILL_RATE, "kill rate", "share", "count_share", "kill_days", "killed",
+             threshold_key="max_share"),
     GateSpec(GateName.INFERENCE_DURATION, "inference duration", "ms", "p95_budget", "total", "p95 ms",
              threshold_key="max_p95_ms"),
     GateSpec(GateName.COLD_START, "cold start", "ms", "p95_budget", "cold", "cold start ms",
              threshold_key="max_p95_ms"),
     GateSpec(GateName.QUALITY_LOSS, "quality loss", "relative loss", "comparison", "adopted", "quality loss",
-             threshold_key="max_relative_loss", cloud_check_catches=True),
+             threshold_key="max_relative_loss", cloud_check_catches=True, compares_cloud=True),
+    GateSpec(GateName.RETENTION, "retention", "share", "comparison", "returned", "return drop",
+             threshold_key="max_drop", compares_cloud=True),
     GateSpec(GateName.FAILURE_DETECTABILITY, "failure detectability", "share", "rate", "detected", "detected", "min",
              threshold_key="min_share", cloud_check_catches=True),
     GateSpec(GateName.FALLBACK_RATE, "fallback rate", "share", "rate", "fallbacks", "fallback",
-             threshold_key="max_rate", cloud_check_catches=True, tests=("ceiling", "excess")),
-    GateSpec(GateName.WEAK_NETWORK_LATENCY, "weak-network latency", "ms", "comparison", "total", "weak-net ms"),
+             threshold_key="max_rate", cloud_check_catches=True, compares_cloud=True, tests=("ceiling", "excess")),
+    GateSpec(GateName.WEAK_NETWORK_LATENCY, "weak-network latency", "ms", "comparison", "total", "weak-net ms",
+             compares_cloud=True),
     GateSpec(GateName.THERMAL, "thermal", "°C", "p95_budget", "rise", "rise °C", threshold_key="max_p95_rise_c",
              tests=("", "throttled_share")),
     GateSpec(GateName.DAILY_EDGE_SECONDS, "daily edge seconds", "share", "count_share", "device_days", "day cap",
@@ -77,6 +85,7 @@ ESTIMANDS: tuple[str, ...] = ("per_device", "capped_requests", "requests")
 BY_NAME: dict[str, GateSpec] = {g.name: g for g in GATES}
 GATE_NAMES: tuple[str, ...] = tuple(g.name for g in GATES)
 CLOUD_CHECK_CATCHES: tuple[str, ...] = tuple(g.name for g in GATES if g.cloud_check_catches)
+CLOUD_COMPARISONS: tuple[str, ...] = tuple(g.name for g in GATES if g.compares_cloud)
 
 
 def label(name: str) -> str:

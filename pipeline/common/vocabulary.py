@@ -50,7 +50,17 @@ class Tier(StrEnum):
     FLAGSHIP = "flagship"
 
 
+class EdgeError(StrEnum):
+    """The contract's error codes of a request the edge model served (NETWORK is the cloud's)."""
+
+    OOM = "OOM"
+    LMK_KILLED = "LMK_KILLED"
+    MODEL_LOAD_FAILED = "MODEL_LOAD_FAILED"
+    TIMEOUT = "TIMEOUT"
+
+
 # the plain strings, in order, for pyarrow, SQL parameters and choices
 ROUTES: tuple[str, ...] = tuple(r.value for r in Route)
 BUCKETS: tuple[str, ...] = tuple(b.value for b in Bucket)
 TIERS: tuple[str, ...] = tuple(t.value for t in Tier)
+EDGE_ERRORS: tuple[str, ...] = tuple(e.value for e in EdgeError)

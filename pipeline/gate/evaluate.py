@@ -27,6 +27,7 @@ Segment.decision and GateResult.verdict are derived from the statuses.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,13 +42,17 @@ from pipeline.common.errors import UnknownRelease
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, GateName
 from pipeline.common.vocabulary import Bucket, Status, Verdict
-from pipeline.gate import quantiles, stats
+from pipeline.gate import assignment, quantiles, stats
 from pipeline.warehouse import sketch, sqlfiles
 
 COUNTS_SQL = "gate/segment_counts"
 QUANTILES_SQL = quantiles.QUANTILES_SQL
 WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
+ERROR_DAYS_SQL = "gate/error_days"
+RETENTION_SQL = "gate/retention"
+RETENTION_TAU = 0.03  # the mixing scale of the retention test: a drop of 3 points past the tolerance at least
+RETENTION_SIZED_DROP = 0.05  # devices_to_detect of retention: for a drop of 5 points in the share returning
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
                7: "release"}
 STATUSES = (Status.PASS, Status.FAIL, Status.INSUFFICIENT_DATA, Status.NOT_APPLICABLE)
@@ -220,6 +225,7 @@ class GateResult:
     held_back_hours: float = 0.0  # config.completeness_lag_hours: the window ends this long before as_of
     # per network bucket: rows, and the median and p95 hours from event_time to the file's ingestion
     arrival_lag: dict[str, dict[str, float]] | None = None
+    assignment: assignment.AssignmentCheck | None = None  # the hold-back split against the declared one (SRM)
 
     @property
     def window_end(self) -> datetime:
@@ -245,7 +251,10 @@ class GateResult:
 
     @property
     def note(self) -> str:
-        return self._verdict()[1]
+        note = self._verdict()[1]
+        if self.assignment and self.assignment.status == Status.FAIL:
+            return f"{note}; the hold-back split is not the declared one (assignment.action: {self.assignment.action})"
+        return note
 
     def _verdict(self) -> tuple[str, str]:
         if not self.segments:
@@ -255,7 +264,9 @@ class GateResult:
             return Verdict.INSUFFICIENT_DATA, "the release has no rows in the evaluation window"
         judged = self.judged
         if not judged:
-            return Verdict.INSUFFICIENT_DATA, "no segment has enough rows to judge"
+            held = self.assignment and self.assignment.status == Status.FAIL and self.assignment.action == "hold"
+            return Verdict.INSUFFICIENT_DATA, ("comparisons with the cloud held: no segment judged" if held
+                                               else "no segment has enough rows to judge")
         if any(c.blocks for c in self.release_wide.values()):
             return Verdict.ROLLBACK_TO_CLOUD, "a release-wide gate failed"
         rolled = [s for s in judged if s.decision == Verdict.ROLLBACK_TO_CLOUD]
@@ -293,6 +304,7 @@ class GateResult:
             "quantiles": dict(self.quantiles),
             "release_wide": {g: c.to_dict() for g, c in self.release_wide.items()},
             "release_gatekeepers": {g: c.to_dict() for g, c in self.gatekeepers.items()},
+            "assignment": self.assignment.to_dict() if self.assignment else None,
             "note": self.note,
             "segments": [s.to_dict() for s in self.segments],
         }
@@ -360,15 +372,20 @@ def _straddles(interval: tuple[float | None, float | None] | None, threshold: fl
 class _Measure:
     """Step 1: one method per gate of the registry, each returning an undecided GateCheck."""
 
-    def __init__(self, figures: _Figures, device_days: dict[tuple, dict[str, Any]], config: Config):
+    def __init__(self, figures: _Figures, device_days: dict[tuple, dict[str, Any]],
+                 error_days: dict[tuple, dict[str, int]], returning: dict[tuple, dict[str, Any]] | None,
+                 config: Config):
         self.f = figures
-        self.device_days = device_days
+        self.returning = returning  # retention.sql by (side, (task, tier) or ()); None: requests are assigned
+        self.device_days = device_days  # by level key (_level_key): a segment's, the release's ()
+        self.error_days = error_days  # by level key: error_code -> device-days with it
         self.config = config
         self.sequential = config.statistics.method == "sequential"
         self.conf = config.statistics.confidence
         self.split = budget_split(config)
         self.by_device = config.statistics.estimand != "requests"  # quality compares devices whole
         self.pools: dict[tuple, GateCheck] = {}  # quality, per task x tier
+        self.retention_pools: dict[tuple, GateCheck] = {}  # retention, per task x tier
 
     def segment(self, row: dict[str, Any]) -> Segment:
         gates = self.config.gates_for(row["task"])
@@ -614,6 +631,63 @@ class _Measure:
                            estimand=self.config.statistics.estimand)
         return check
 
+    def retention(self, row: dict, gates: Any) -> GateCheck:
+        key = (row["task"], row["device_tier"])
+        if key not in self.retention_pools:
+            self.retention_pools[key] = self._retention(gates, key)
+        return self.retention_pools[key]
+
+    def release_retention(self) -> GateCheck:
+        check = self._retention(self.config.gates, ())
+        check.release_wide = True
+        return check
+
+    def _retention(self, gates: Any, key: tuple) -> GateCheck:
+        """The share of cohort devices that come back, the edge arm's below the cloud hold-back's by at most
+        max_drop: one Bernoulli per device, so the two arms' binomial variances are the device-level ones;
+        a mixture SPRT (or one-look z test) of (cloud - edge) - max_drop. A task x tier's devices are those
+        whose first request was of the task (sql/gate/retention.sql)."""
+        check = self._new(GateName.RETENTION, gates)
+        check.sql = f"sql/{RETENTION_SQL}.sql"
+        settings = gates.retention
+        check.extra["horizon_days"] = settings.horizon_days
+        if self.returning is None:
+            check.inapplicable = True
+            check.note = "the hold-back is assigned per request (assignment.unit): no device is on one arm only"
+            return check
+        edge, cloud = self.returning.get(("edge", key)), self.returning.get(("cloud", key))
+        ne, nc = (edge or {}).get("devices", 0), (cloud or {}).get("devices", 0)
+        check.rows = check.devices = ne
+        if min(ne, nc) < self.config.min_devices:
+            check.short_of_data = True
+            check.note = (f"{ne:,} edge and {nc:,} cloud devices first seen at least {settings.horizon_days:g} days "
+                          f"before the window's end; {self.config.min_devices} needed on each arm")
+            return check
+        pe, pc = edge["returned"] / ne, cloud["returned"] / nc
+        drop, margin = pc - pe, settings.max_drop
+        check.measured, check.baseline = drop, pc
+        check.baseline_level = "release" if not key else "task x tier (devices by their first task)"
+        check.extra.update(edge_return=pe, cloud_return=pc, cloud_devices=nc)
+        var = pe * (1 - pe) / ne + pc * (1 - pc) / nc
+        if var <= 0:  # every device returned (or none) on both arms: the pooled rate's variance
+            pooled = (edge["returned"] + cloud["returned"]) / (ne + nc)
+            var = max(pooled * (1 - pooled), 0.25 / (ne + nc)) * (1 / ne + 1 / nc)
+        half = stats.z_two_sided(self.conf) * math.sqrt(var)
+        check.reading_interval = (drop - half, drop + half)
+        tau = max(2 * margin, RETENTION_TAU)
+        self._z_test(check, "", drop - margin, var, tau,
+                     ("mixture SPRT" if self.sequential else "one-look z test")
+                     + " of cloud - edge share of devices returning against the tolerance, one Bernoulli per device",
+                     shown=lambda x: x + margin)
+        gap = RETENTION_SIZED_DROP - margin
+        if check.burden == "prove_harm" and gap > 0:
+            p1 = max(pc - RETENTION_SIZED_DROP, 0.0)
+            unit_variance = p1 * (1 - p1) + pc * (1 - pc) * ne / nc  # per edge device, the cloud's spread over them
+            check.sizing = Sizing("", lambda a: stats.units_needed_difference(
+                gap, unit_variance, a, DETECT_POWER, tau, self.sequential), ne, ne, past=drop > margin,
+                catches=f"a drop of {RETENTION_SIZED_DROP * 100:.0f} points")
+        return check
+
     def failure_detectability(self, row: dict, gates: Any) -> GateCheck:
         check = self._new(GateName.FAILURE_DETECTABILITY, gates)
         check.rows, check.devices = row["failures"], row["failures_devices"]
@@ -729,18 +803,51 @@ class _Measure:
         return check
 
     def daily_edge_seconds(self, row: dict, gates: Any) -> GateCheck:
-        check = self._new(GateName.DAILY_EDGE_SECONDS, gates)
-        dd = self.device_days.get((row["task"], row["device_tier"], row["network_bucket"]))
+        check = self._day_share(GateName.DAILY_EDGE_SECONDS, gates, _segment_key(row), "over_cap",
+                                "share of device-days over the cap")
         check.extra["cap_seconds"] = self.config.network.daily_edge_seconds_cap
+        return check
+
+    def kill_rate(self, row: dict, gates: Any) -> GateCheck:
+        return self._kills(gates, _segment_key(row))
+
+    def release_kills(self) -> GateCheck | None:
+        """kill_rate over every edge device-day of the release: a release-wide check that blocks (Android vitals
+        judge an app's whole user-perceived kill rate) and the primary hypothesis of the gate's family."""
+        if () not in self.device_days:
+            return None
+        check = self._kills(self.config.gates, ())
+        check.release_wide = True
+        return check
+
+    def _kills(self, gates: Any, key: tuple) -> GateCheck:
+        check = self._day_share(GateName.KILL_RATE, gates, key, "kill_days", "share of device-days with a kill")
+        settings = gates.kill_rate
+        check.extra["kill_codes"] = list(settings.kill_codes)
+        dd = self.device_days.get(key)
+        if dd and dd["days"]:
+            # every edge error code beside it, killing or not: MODEL_LOAD_FAILED and TIMEOUT are often kills too
+            check.extra["error_device_days"] = {code: {"device_days": n, "share": n / dd["days"]}
+                                                for code, n in sorted(self.error_days.get(key, {}).items())}
+        return check
+
+    def _day_share(self, name: str, gates: Any, key: tuple, k: str, what: str) -> GateCheck:
+        """A share of edge device-days (device-days summed per device) against the gate's ceiling."""
+        check = self._new(name, gates)
+        check.sql = f"sql/{DEVICE_DAYS_SQL}.sql"
+        dd = self.device_days.get(key)
         if not dd:
             check.short_of_data, check.note = True, "no device-days in the window"
             return check
-        r = self.ratio(dd, "over_cap", "days")
+        r = self.ratio(dd, k, "days")
         check.rows, check.devices, check.design_effect, check.measured = int(r.n), r.devices, r.design_effect, r.rate
-        check.sql = f"sql/{DEVICE_DAYS_SQL}.sql"
         check.reading_interval = stats.wilson(r.k_eff, r.n_eff, self.conf)
-        self._rate_test(check, "", r, check.threshold, harm_above=True, what="share of device-days over the cap")
+        self._rate_test(check, "", r, check.threshold, harm_above=True, what=what)
         return check
+
+
+def _segment_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    return row["task"], row["device_tier"], row["network_bucket"]
 
 
 def _shown_or_open(shown: Callable[[float], float], x: float) -> float | None:
@@ -927,6 +1034,26 @@ def _size(checks: Sequence[GateCheck], config: Config, days_observed: float) -> 
                                     f"would catch {c.sizing.catches} with {DETECT_POWER * 100:.0f} % power")
 
 
+def judge_sums(config: Config, device_days: dict[tuple, dict[str, Any]] | None = None,
+               returning: dict[tuple, dict[str, Any]] | None = None) -> list[GateCheck]:
+    """kill_rate and retention measured and decided as the gate does, from the per-device sums their SQL returns
+    (sql/gate/device_days.sql by level key, sql/gate/retention.sql by (side, key)) without a warehouse:
+    bench/guardrails.py simulates those sums. Every segment key of device_days gets its kill check; every
+    task x tier of returning its retention check; each gate's release-wide check leads its family."""
+    measure = _Measure(None, device_days or {}, {}, returning, config)  # type: ignore[arg-type]
+    checks: list[GateCheck] = []
+    if device_days:
+        checks += [measure.kill_rate({"task": k[0], "device_tier": k[1], "network_bucket": k[2]}, config.gates)
+                   for k in device_days if len(k) == 3]
+        checks += [c for c in [measure.release_kills()] if c is not None]
+    if returning is not None:
+        checks += [measure.retention({"task": k[0], "device_tier": k[1]}, config.gates)
+                   for k in dict.fromkeys(key for _, key in returning if key)]
+        checks.append(measure.release_retention())
+    _settle(checks, config)
+    return checks
+
+
 def _arrival_lag(con: Any, params: dict[str, Any]) -> dict[str, dict[str, float]] | None:
     """Hours from event_time to ingestion per network bucket (the manifest's ingested_at); DuckDB only: the
     Spark engine keeps no per-row link to its files' ingestion time."""
@@ -971,7 +1098,15 @@ def budget_params(config: Config) -> dict[str, Any]:
 
 
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
-                  as_of: datetime | None = None, now: datetime | None = None) -> GateResult:
+                  as_of: datetime | None = None, now: datetime | None = None,
+                  holdback_share: float | None = None) -> GateResult:
+    """The release's gate result. holdback_share: the hold-back share this release declares, over the
+    config's assignment.holdback_share (`pipeline gate --holdback-share`)."""
+    declared_by = "config"
+    if holdback_share is not None:
+        config = dataclasses.replace(config, assignment=dataclasses.replace(config.assignment,
+                                                                            holdback_share=holdback_share))
+        declared_by = "--holdback-share"
     now = clock.now(now or as_of)
     estimator = quantiles.estimator(con, config)  # exact, or the rollup's sketch (whole days: as of midnight)
     as_of = quantiles.window_end(as_of or now, estimator)
@@ -985,11 +1120,26 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                        quantiles.segment_quantiles(con, params, config),
                        sqlfiles.dicts(con, WEAK_SQL, params), error,
                        quantiles.HISTOGRAMS_SQL if error else QUANTILES_SQL)
-    device_days = {(r["task"], r["device_tier"], r["network_bucket"]): r
-                   for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, params)}
-    measure = _Measure(figures, device_days, config)
+    kill_codes = list(config.gates.kill_rate.kill_codes)
+    device_days = {_level_key(r): r for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, {**params, "kill_codes": kill_codes})}
+    error_days: dict[tuple, dict[str, int]] = {}
+    for r in sqlfiles.dicts(con, ERROR_DAYS_SQL, params):
+        error_days.setdefault(_level_key(r), {})[r["error_code"]] = int(r["device_days"])
+    returning = None
+    if config.assignment.unit == "device":
+        horizon = timedelta(days=config.gates.retention.horizon_days)
+        returning = {(r["side"], (r["task"], r["device_tier"]) if r["level"] == 0 else ()): r
+                     for r in sqlfiles.dicts(con, RETENTION_SQL, {**params, "cohort_end": window_end - horizon,
+                                                                  "horizon_seconds": horizon.total_seconds()})}
+    measure = _Measure(figures, device_days, error_days, returning, config)
     segments = [measure.segment(row) for row in figures.segments()]
-    release_wide = {GateName.QUALITY_LOSS: measure.release_quality()} if segments else {}
+    release_wide: dict[str, GateCheck] = {}
+    if segments:
+        release_wide[GateName.QUALITY_LOSS] = measure.release_quality()
+        kills = measure.release_kills()
+        if kills is not None:
+            release_wide[GateName.KILL_RATE] = kills
+        release_wide[GateName.RETENTION] = measure.release_retention()
     gatekeepers = measure.gatekeepers() if segments else {}
     result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
                         gatekeepers=gatekeepers, cloud_only=not segments and figures.get("cloud", ()) is not None,
@@ -997,4 +1147,8 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                                    "engine": quantiles.engine_name(con)},
                         held_back_hours=config.completeness_lag_hours, arrival_lag=_arrival_lag(con, params))
     _settle(result.checks(), config, _days_observed(con, params))
+    if segments:
+        result.assignment = assignment.check(con, params, config, declared_by)
+        assignment.apply([(s.task, s.device_tier, c) for s in segments for c in s.checks.values()]
+                         + [(None, None, c) for c in release_wide.values()], result.assignment)
     return result

@@ -251,6 +251,45 @@ def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool) -
     return binom_sf(k, n, p0) if above else binom_cdf(k, n, p0)
 
 
+def srm_p_value(counts: Sequence[float], expected: Sequence[float], concentration: float) -> float:
+    """Anytime-valid p-value that `counts` (units per arm, assigned one by one) follow the `expected` shares:
+    1 / the Bayes factor of a Dirichlet-multinomial mixture over the multinomial of the declared shares; a
+    nonnegative martingale under the null, so by Ville's inequality P(p <= alpha at any look) <= alpha (Lindon &
+    Malek 2020, "Anytime-valid inference for multinomial count data", the test of Optimizely's ssrm-test). The
+    Bayes factor is averaged over the priors Dirichlet(c x expected) for c = concentration and 100, 10^4 and
+    10^6 times less (at least 1): an average of Bayes factors is one too, and a prior as tight as the smallest
+    deviation worth flagging alone would take long to see a gross one. An arm declared at 0 % is a leak, not
+    this test's business: the arms with a positive share are tested. NaN when there is nothing to test."""
+    arms = [(float(n), float(p)) for n, p in zip(counts, expected, strict=True) if p > 0]
+    total = sum(n for n, _ in arms)
+    if len(arms) < 2 or total <= 0 or concentration <= 0:
+        return math.nan
+    norm = sum(p for _, p in arms)
+    logs = [_log_dirichlet_bf(arms, total, norm, max(1.0, concentration / 100**j)) for j in range(SRM_PRIORS)]
+    top = max(logs)
+    log_bf = top + math.log(sum(math.exp(x - top) for x in logs) / SRM_PRIORS)
+    return min(1.0, math.exp(-log_bf))
+
+
+SRM_PRIORS = 4  # the priors srm_p_value averages over, equally weighted
+
+
+def _log_dirichlet_bf(arms: list[tuple[float, float]], total: float, norm: float, c: float) -> float:
+    log_bf = math.lgamma(c) - math.lgamma(c + total)
+    for n, p in arms:
+        a = c * p / norm
+        log_bf += math.lgamma(a + n) - math.lgamma(a) - n * math.log(p / norm)
+    return log_bf
+
+
+def srm_concentration(share: float, deviation: float) -> float:
+    """The tightest prior's concentration c: it spreads a share p with standard deviation 2 x `deviation`
+    (sqrt(p (1 - p) / (c + 1))), so the test is most sensitive to deviations about twice the smallest one worth
+    flagging, as the mixture SPRTs here are tuned to twice a tolerance."""
+    spread = 2 * max(deviation, 1e-6)
+    return max(1.0, share * (1 - share) / spread**2 - 1)
+
+
 def bisect(decides: Callable[[float], bool], lo: float, hi: float, steps: int = 60) -> float:
     """The boundary in [lo, hi] where `decides` (true at lo, false at hi) turns false."""
     for _ in range(steps):

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from pipeline.common.config import Config
 from pipeline.common.output_schema import SCHEMA_VERSION
-from pipeline.common.registry import GateName
+from pipeline.common.registry import CLOUD_COMPARISONS, GateName
 from pipeline.common.vocabulary import Status
 from pipeline.gate import stats
 from pipeline.gate.evaluate import GateResult, budget_params, evaluate_gate, require_release
@@ -41,7 +41,6 @@ from pipeline.rollout import state as rollout
 from pipeline.warehouse import db, sqlfiles
 from pipeline.warehouse.aggregate import use_settings
 
-COMPARISON_GATES = (GateName.QUALITY_LOSS, GateName.FALLBACK_RATE, GateName.WEAK_NETWORK_LATENCY)
 USER_FALLBACK = "edited"
 
 
@@ -267,7 +266,7 @@ def _comparisons_only(config: Config) -> Config:
     """The gates that compare with the cloud stay as configured; the others only observe."""
     def only(gates: Any) -> Any:
         return dataclasses.replace(gates, **{g: dataclasses.replace(getattr(gates, g), mode="observe")
-                                             for g in gates.names() if g not in COMPARISON_GATES})
+                                             for g in gates.names() if g not in CLOUD_COMPARISONS})
     return dataclasses.replace(config, gates=only(config.gates),
                                task_overrides={t: only(g) for t, g in (config.task_overrides or {}).items()})
 
@@ -376,8 +375,18 @@ class Sweep:
     population: Any = None  # a simulate.Population of the heterogeneity family (instead of `clustered`)
     fallback_spike: float = 0.0  # edge fallbacks up by this share of edge rows, drawn per device
     silent_share: float = 0.0  # this share of detected edge failures made silent, drawn per device
+    edge_device_loss: float = 0.0  # the telemetry of this share of edge devices (the most killed first) lost
+    edge_churn: float = 0.0  # this share of edge devices stop after their first day
+    assignment_unit: str = ""  # the config's assignment.unit for this sweep ("" = as configured)
 
 
+def _holdback_by_device() -> Any:
+    from pipeline.planning.simulate import CLUSTERED
+
+    return dataclasses.replace(CLUSTERED, holdback_share=0.2)
+
+
+HOLDBACK_BY_DEVICE = _holdback_by_device()  # the device-clustered population, its hold-back by whole devices
 SWEEPS: tuple[Sweep, ...] = (
     Sweep("A/A, independent rows", "aa", 56_000, clustered=False),
     Sweep("A/A, device-clustered", "aa", 140_000),
@@ -390,6 +399,12 @@ SWEEPS: tuple[Sweep, ...] = (
           p95_factor=1.2),
     Sweep("latency p95 at the budget, device-clustered", "healthy", 70_000, p95_factor=1.0),
     Sweep("latency p95 at 1.2 x the budget, device-clustered", "healthy", 70_000, p95_factor=1.2),
+    Sweep("low-tier kills on ~3 % of device-days", "low_tier_kills", 140_000),
+    Sweep("A/A, hold-back by device", "aa", 140_000, population=HOLDBACK_BY_DEVICE, assignment_unit="device"),
+    Sweep("10 % of edge devices' telemetry lost, by device", "aa", 140_000, population=HOLDBACK_BY_DEVICE,
+          edge_device_loss=0.10, assignment_unit="device"),
+    Sweep("20 % of edge devices stop after a day, by device", "aa", 140_000, population=HOLDBACK_BY_DEVICE,
+          edge_churn=0.20, assignment_unit="device"),
 )
 def family_sweeps(population: Any, rows: int) -> tuple[Sweep, ...]:
     """The heterogeneity family's sweeps on one population: A/A and adoption losses of 3, 10 and 15 %."""
@@ -412,6 +427,8 @@ class SweepResult:
     for_quality: int = 0  # runs in which quality_loss rolled a segment (or the release) back
     by_gate: dict[str, int] = field(default_factory=dict)  # runs in which this gate rolled something back
     devices_to_detect: list[int] = field(default_factory=list)  # the release-wide quality check's, night 7
+    split_flagged: int = 0  # runs in which the assignment check flagged the split on some night
+    retention_failed: int = 0  # runs in which retention (observed by default) failed on some night
     first_nights: list[int] = field(default_factory=list)
     median_rows: list[int] = field(default_factory=list)
     looks: int = 0  # p95 sweeps: judged segment looks of inference_duration ...
@@ -425,6 +442,9 @@ class SweepResult:
                              "clustered": self.sweep.clustered, "loss": self.sweep.loss, "runs": self.runs,
                              "rolled_back_some_night": self.ever, "rate": self.ever / self.runs if self.runs else None,
                              "rolled_back_by_night_7": self.by_night_7, "rolled_back_for_quality": self.for_quality,
+                             "rolled_back_by_gate": dict(sorted(self.by_gate.items())),
+                             "split_flagged_some_night": self.split_flagged,
+                             "retention_failed_some_night": self.retention_failed,
                              "interval_95": [lo, hi],
                              "first_night_median": float(np.median(self.first_nights)) if self.first_nights else None,
                              "median_segment_rows": int(np.median(self.median_rows)) if self.median_rows else None}
@@ -438,14 +458,22 @@ def run_sweep(sweep: Sweep, seed: int, config: Config, nights: int = 14) -> Swee
     from pipeline.planning.simulate import CLUSTERED, INDEPENDENT
 
     population = sweep.population or (CLUSTERED if sweep.clustered else INDEPENDENT)
+    if sweep.assignment_unit:
+        config = dataclasses.replace(config, assignment=dataclasses.replace(config.assignment,
+                                                                            unit=sweep.assignment_unit))
     looks = simulated_rollout(sweep.scenario, sweep.rows, seed, config, nights, population, sweep.loss,
-                              sweep.p95_factor, fallback_spike=sweep.fallback_spike, silent_share=sweep.silent_share)
+                              sweep.p95_factor, fallback_spike=sweep.fallback_spike, silent_share=sweep.silent_share,
+                              edge_device_loss=sweep.edge_device_loss, edge_churn=sweep.edge_churn)
     out = SweepResult(sweep, runs=1, median_rows=[_median_segment_rows(looks[-1].result)])
     rolled = [look.night for look in looks if look.rolled]
     if rolled:
         out.ever, out.first_nights = 1, [rolled[0]]
         out.by_night_7 = int(rolled[0] <= 7)
     out.for_quality = int(any(GateName.QUALITY_LOSS in look.rolled_gates for look in looks))
+    out.split_flagged = int(any(look.result.assignment is not None and look.result.assignment.status == Status.FAIL
+                                for look in looks))
+    out.retention_failed = int(any(c.gate == GateName.RETENTION and c.status == Status.FAIL
+                                   for look in looks for c in look.result.checks()))
     out.by_gate = {g: 1 for g in set().union(*(look.rolled_gates for look in looks))}
     quality = looks[min(7, len(looks)) - 1].result.release_wide.get(GateName.QUALITY_LOSS)
     if quality is not None and quality.extra.get("devices_to_detect"):
@@ -470,6 +498,8 @@ def merge(results: list[SweepResult]) -> SweepResult:
         total.ever += r.ever
         total.by_night_7 += r.by_night_7
         total.for_quality += r.for_quality
+        total.split_flagged += r.split_flagged
+        total.retention_failed += r.retention_failed
         total.devices_to_detect += r.devices_to_detect
         for g, k in r.by_gate.items():
             total.by_gate[g] = total.by_gate.get(g, 0) + k
@@ -519,7 +549,7 @@ class SimulatedResult:
         lines = [f"simulated releases: {self.runs} seeds each, judged on each of {self.nights} nights; "
                  f"{_settings_line(c)}", "",
                  f"{'release':<56} {'rolled back on some night':>26} {'95% interval':>13} {'first night':>11} "
-                 f"{'seg rows':>8}  p95 gate: failing looks (400-700 values)"]
+                 f"{'seg rows':>8}  by gate; p95 gate: failing looks (400-700 values)"]
         for r in self.results:
             d = r.to_dict(conf)
             lo, hi = d["interval_95"]
@@ -530,12 +560,18 @@ class SimulatedResult:
                          f"({_share(r.near_500_failed, r.near_500)} of {r.near_500:,})")
             rate = f"{r.ever} of {r.runs} ({d['rate']:.0%})"
             interval = f"{lo:.0%}-{hi:.0%}"
+            gates = ", ".join(f"{g} {k}" for g, k in sorted(r.by_gate.items()))
+            guard = [f"split flagged {r.split_flagged}"] * bool(r.sweep.assignment_unit or r.split_flagged) + \
+                [f"retention failed {r.retention_failed}"] * bool(r.sweep.assignment_unit or r.retention_failed)
             lines.append(f"{r.sweep.name:<56} {rate:>26} {interval:>13} {first:>11} "
-                         f"{d['median_segment_rows']:>8,}  {looks}")
+                         f"{d['median_segment_rows']:>8,}  " + "; ".join(x for x in (gates, *guard, looks) if x))
         lines += ["", "rolled back on some night: the rollout state machine rolled a segment (or the release) back on "
                       "at least one of the nights; first night: median night of the first rollback; seg rows: median "
-                      "edge rows per segment on the last night; p95 gate: inference_duration looks that "
-                      "failed, of all judged segment looks (and of those with 400-700 values)."]
+                      "edge rows per segment on the last night; by gate: runs in which that gate rolled something "
+                      "back; split flagged: runs in which the assignment check flagged the hold-back split on some "
+                      "night (its comparisons then held); retention failed: runs in which retention (observed) "
+                      "failed on some night; p95 gate: inference_duration looks that failed, of all judged "
+                      "segment looks (and of those with 400-700 values)."]
         return "\n".join(lines)
 
 
@@ -560,14 +596,16 @@ def simulated(config: Config, runs: int, jobs: int = 1, sweeps: tuple[Sweep, ...
 def simulated_rollout(scenario: str, rows: int, seed: int, config: Config, nights: int = 14,
                       population: Any = None, edge_adoption_loss: float = 0.0, p95_factor: float | None = None,
                       start: datetime = datetime(2026, 11, 1), fallback_spike: float = 0.0,
-                      silent_share: float = 0.0) -> list[NightLook]:
+                      silent_share: float = 0.0, edge_device_loss: float = 0.0,
+                      edge_churn: float = 0.0) -> list[NightLook]:
     """A release of `pipeline simulate` rolled out over `nights` days (rows spread evenly), judged after
     each night with the configured policy: the seed sweeps of docs/operating-characteristics.md."""
     from pipeline.planning.simulate import INDEPENDENT, generate
 
     population = population or INDEPENDENT
     table = generate("4.12", rows, scenario, seed=seed, start=start, days=nights,
-                     population=population, edge_adoption_loss=edge_adoption_loss)
+                     population=population, edge_adoption_loss=edge_adoption_loss,
+                     edge_device_loss=edge_device_loss, edge_churn=edge_churn)
     rng = np.random.default_rng([seed, 25])
     if fallback_spike:
         table = _fallback_spike(table, rng, fallback_spike, population.adoption_concentration)

@@ -13,11 +13,15 @@ release:
                            pays them with or without the edge, so the net does not subtract them again.
     cloud checks           edge_with_cloud_check rows x check_per_request
     edge seconds, energy   sum of total_ms (wall time) / 1000; Wh = seconds x costs.power_w.<tier> / 3600
-    heat and lag exposure  throttled share, share over 10 s, abandonment edge beside cloud: the retention risk,
-                           not priced
+    heat and lag exposure  throttled share, share over 10 s, abandonment edge beside cloud
+    lost users             release only, with a device-level hold-back (assignment.unit device): the drop in the
+                           share of devices returning (the retention guardrail's figure, sql/gate/retention.sql;
+                           cloud - edge, 0 when the edge returns as often) x the edge arm's devices in the window;
+                           cost = lost users x costs.lost_user_value (the post-mortem's last term: uninstalls
+                           and lost retention caused by heat and lag)
     net                    avoided cost - check cost (segment); for the release also - update bandwidth
                            (package_mb / 1000 x installs x per_gb) - engineering (hours_per_release x
-                           hourly_rate). Positive: the edge saved money; negative: it cost money.
+                           hourly_rate) - the retention cost where measured. Positive: the edge saved money.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from pipeline.planning.estimates import EstimateTable, estimate_tables
 from pipeline.warehouse import sqlfiles
 
 SEGMENTS_SQL = "ledger/segments"
+RETENTION_SQL = "gate/retention"  # the retention guardrail's own counts
 COUNT_COLUMNS = ("edge_requests", "cloud_checks", "offline_served", "fallbacks", "fallback_tokens", "avoided",
                  "avoided_tokens", "edge_seconds", "throttled_known", "throttled", "over_10s", "edge_abandoned",
                  "cloud_requests", "cloud_abandoned")
@@ -71,6 +76,8 @@ def fmt_amount(v: float | None, unit: str = "") -> str:
         return f"{100 * v:.1f} %"
     if unit in ("requests", "tokens"):
         return f"{int(v):,}"
+    if unit == "devices":
+        return f"{v:,.1f}"
     if unit == "s":
         return f"{v:,.0f}"
     return f"{v:.3g}" if 0 < abs(v) < 1 else f"{v:,.2f}"
@@ -232,7 +239,8 @@ def _net(terms: list[Figure], currency: str, basis: str) -> Figure:
     return Figure(value, currency, basis)
 
 
-def _release_figures(segments: list[SegmentLedger], config: Config) -> dict[str, Figure]:
+def _release_figures(segments: list[SegmentLedger], config: Config,
+                     returning: dict[str, Figure]) -> dict[str, Figure]:
     cur = config.costs.currency
     total = {k: sum(s.counts[k] for s in segments) for k in COUNT_COLUMNS}
     n = len(segments)
@@ -263,10 +271,38 @@ def _release_figures(segments: list[SegmentLedger], config: Config) -> dict[str,
     else:
         f["engineering_cost"] = Figure(eng.hours_per_release * eng.hourly_rate, cur,
                                        f"{eng.hours_per_release:g} h x {eng.hourly_rate:g} per hour")
+    f.update(returning)
+    measured = f["lost_users"].value is not None
     f["net"] = _net([f["cloud_cost_avoided"], f["cloud_check_cost"], f["update_bandwidth_cost"],
-                     f["engineering_cost"]], cur,
-                    "cloud cost avoided - cloud check cost - update bandwidth - engineering (> 0: the edge saved)")
+                     f["engineering_cost"]] + [f["retention_cost"]] * measured, cur,
+                    "cloud cost avoided - cloud check cost - update bandwidth - engineering"
+                    + (" - retention cost" if measured else " (retention not measured)") + " (> 0: the edge saved)")
     return f
+
+
+def _lost_users(con: Any, params: dict[str, Any], config: Config) -> dict[str, Figure]:
+    """lost_users and retention_cost of the release: the retention guardrail's drop x the edge arm's devices."""
+    cur = config.costs.currency
+    if config.assignment.unit != "device":
+        basis = "not measured: needs a device-level hold-back (assignment.unit: device)"
+        return {"lost_users": Figure(None, "devices", basis), "retention_cost": Figure(None, cur, basis)}
+    horizon = timedelta(days=config.gates.retention.horizon_days)
+    rows = sqlfiles.dicts(con, RETENTION_SQL, {**params, "cohort_end": params["window_end"] - horizon,
+                                                "horizon_seconds": horizon.total_seconds()})
+    arm = {r["side"]: r for r in rows if r["task"] is None and r["device_tier"] is None}
+    edge, cloud = arm.get("edge"), arm.get("cloud")
+    if not edge or not cloud or not edge["devices"] or not cloud["devices"]:
+        basis = "not measured: no devices of one arm first seen early enough to come back in the window"
+        return {"lost_users": Figure(None, "devices", basis), "retention_cost": Figure(None, cur, basis)}
+    pe, pc = edge["returned"] / edge["devices"], cloud["returned"] / cloud["devices"]
+    lost = max(0.0, pc - pe) * edge["arm_devices"]
+    basis = (f"(cloud {pc:.1%} - edge {pe:.1%} of devices returning after {horizon.days:g} days, 0 if below) x "
+             f"{edge['arm_devices']:,} edge devices")
+    out = {"lost_users": Figure(lost, "devices", basis)}
+    value = config.costs.lost_user_value
+    out["retention_cost"] = (Figure(None, cur, "lost users x value per lost user", ("costs.lost_user_value",))
+                             if value is None else Figure(lost * value, cur, f"{lost:,.1f} lost users x {value:g}"))
+    return out
 
 
 def _basis(name: str) -> str:
@@ -306,7 +342,8 @@ def compute_ledger(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     tasks = sorted({s.task for s in segments})
     tables = estimate_tables(con, params, config, tasks, candidates)
     return Ledger(release, as_of, window_start, config.source, config.digest, config.costs.currency,
-                  tuple(segments), _release_figures(segments, config), tuple(tables))
+                  tuple(segments), _release_figures(segments, config, _lost_users(con, params, config)),
+                  tuple(tables))
 
 
 # ---------------------------------------------------------------- text
@@ -319,7 +356,7 @@ COLUMNS = (("edge_requests", "edge req"), ("cloud_requests_avoided", "avoided"),
 RELEASE_LINES = ("edge_requests", "cloud_requests_avoided", "cloud_cost_avoided", "fallbacks_reserved",
                  "fallback_cost", "cloud_checks", "cloud_check_cost", "offline_served", "edge_seconds", "energy_wh",
                  "throttled_share", "over_10s_share", "edge_abandonment", "cloud_abandonment",
-                 "update_bandwidth_cost", "engineering_cost", "net")
+                 "update_bandwidth_cost", "engineering_cost", "lost_users", "retention_cost", "net")
 
 
 def line_label(name: str) -> str:

@@ -1,10 +1,10 @@
-"""GateName results and rollout states as text for people (the terminal view is pipeline/views/terminal.py)."""
+"""Gate results and rollout states as text for people (the terminal view is pipeline/views/terminal.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipeline.common.registry import BY_NAME, GATES, GateName
+from pipeline.common.registry import BY_NAME, GATES, label
 from pipeline.common.tables import rows_as
 from pipeline.common.vocabulary import Status
 
@@ -52,12 +52,13 @@ def gate_table(result: Any) -> str:
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    rw = result.release_wide.get(GateName.QUALITY_LOSS)
-    if rw and rw.measured is not None:
+    for name, rw in result.release_wide.items():
+        if rw.measured is None:
+            continue
         p = f", p={rw.p_value:.3g}" if rw.p_value is not None else ""
         a = f" at alpha {rw.interval_alpha:.2g}" if rw.interval_alpha is not None else ""
         iv = fmt_interval(rw.interval) if rw.interval else ""
-        lines.append(f"release-wide quality loss {rw.measured:.3f}{iv} (threshold {rw.threshold}{p}{a}): {rw.status}")
+        lines.append(f"release-wide {label(name)} {rw.measured:.3f}{iv} (threshold {rw.threshold}{p}{a}): {rw.status}")
     lines.append("marks: X failed, ? insufficient data, - not applicable, ~ borderline, (obs) observe-only")
     lines.append(f"verdict for release {result.release}: {result.verdict.upper()} - {result.note} "
                  f"(window {result.window_start:%Y-%m-%d %H:%M} .. {result.window_end:%Y-%m-%d %H:%M} UTC)")

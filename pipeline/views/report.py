@@ -400,10 +400,24 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
                              "at ingestion (not counted above)"),
         ("cloud baseline", f"the cloud rows of the same release; fallback-rate baseline by level: {baseline}"),
         ("release-wide quality", quality),
+        *[(f"release-wide {BY_NAME[name].label}", f"{c.measured:.2%} (threshold {c.threshold:.0%}"
+           + (f", p={c.p_value:.3g}" if c.p_value is not None else "") + f"): {c.status}")
+          for name, c in result.release_wide.items() if name != GateName.QUALITY_LOSS and c.measured is not None],
+        ("hold-back split", _split(result)),
         ("evaluated", f"{result.evaluated_at:%Y-%m-%d %H:%M} UTC with {result.config_source} "
                       f"(digest {result.config_digest})"),
     ]
     return "<dl class=\"facts\">" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts) + "</dl>"
+
+
+def _split(result: Any) -> str:
+    """The assignment check in one line: the release's split found against the declared one, and what is off."""
+    split = result.assignment
+    if split is None or not split.scopes:
+        return "–"
+    if split.status == Status.FAIL:
+        return split.summary()
+    return f"{split.scopes[0].reason}: {split.status} ({split.unit}s assigned; declared by {split.declared_by})"
 
 
 def _failing_summary(segments: list[Segment]) -> str:
@@ -449,7 +463,7 @@ def _page(result: GateResult, config: Config, data: dict[str, Any], index_href: 
         f"<span class=\"label\">verdict</span> <strong id=\"verdict-text\">{_e(result.verdict)}</strong>"
         f"<span class=\"what\">{_e(VERDICT_TEXT.get(result.verdict, ''))}: {_e(result.note)}</span></div>"
         f"</header>{_failing_summary(result.segments)}{_facts(result, config, data)}"
-        "<h2>GateName table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
+        "<h2>Gate table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
         "<span class=\"key fail\">✗ failed</span> <span class=\"key insufficient_data\">? insufficient data</span> "
         "<span class=\"key not_applicable\">– not applicable</span> <span class=\"key borderline\">~ borderline "
         "(the decision's interval holds the threshold)</span> <span class=\"key observe\">observe-only gate "

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from pipeline.common.registry import BY_NAME, GATES, GateName
+from pipeline.common.registry import label as gate_label
 from pipeline.common.vocabulary import Status, Verdict
 
 # ------------------------------------------------------------------ the terminal
@@ -133,15 +134,20 @@ def summary_lines(result: Any) -> list[str]:
              f"{len(segments) - len(judged)} insufficient data; window {result.window_start:%Y-%m-%d %H:%M} .. "
              f"{result.window_end:%Y-%m-%d %H:%M} UTC" + (f" (rows of the last {result.held_back_hours:g} h held back "
                                                          "until complete)" if result.held_back_hours else "")]
-    rw = result.release_wide.get(GateName.QUALITY_LOSS)
-    if rw is not None and rw.measured is not None:
+    for name, rw in result.release_wide.items():
+        if rw.measured is None:
+            continue
         p = f", {p_text(rw.p_value)}" if rw.p_value is not None else ""
         iv = ""
         if rw.interval and rw.interval_alpha is not None:
             lo, hi = (percent(v) if v is not None else "unbounded" for v in rw.interval)
             iv = f", decision interval {lo} to {hi} at alpha {rw.interval_alpha * 100:.2g}%"
-        lines.append(f"release-wide quality loss {percent(rw.measured)} (threshold {percent(rw.threshold)}{p}{iv}): "
-                     f"{rw.status}")
+        lines.append(f"release-wide {gate_label(name)} {percent(rw.measured)} (threshold {percent(rw.threshold)}"
+                     f"{p}{iv}): {rw.status}")
+    split = result.assignment
+    if split is not None and split.scopes:
+        scope = split.scopes[0]
+        lines.append(split.summary() if split.status == Status.FAIL else f"assignment: {scope.reason}: {split.status}")
     late = result.late_buckets
     if late:
         lags = ", ".join(f"{b} {result.arrival_lag[b]['p95_hours']:,.0f} h" for b in late)
@@ -318,6 +324,9 @@ def _extra(name: str, value: Any) -> str:
         "cloud_devices": lambda v: f"{v:,} cloud devices",
         "cloud_design_effect": lambda v: f"cloud design effect {v:.2f}",
         "baseline_interval_95": lambda v: f"cloud p95 {_interval(v, 'ms')}",
+        "kill_codes": lambda v: "a kill is " + " or ".join(v),
+        "error_device_days": lambda v: "device-days with " + ", ".join(
+            f"{code} {percent(x['share'])} ({x['device_days']:,})" for code, x in v.items()) if v else "",
     }
     if name in texts:
         return texts[name](value)
@@ -372,7 +381,21 @@ def explain_view(result: Any, segment: Any, config: Any, width: int | None = Non
         head = f"{BY_NAME[name].label} ({name}, {check.mode}): {status}"
         out.append(paint("red" if check.blocks else None, head))
         out += _wrap("; ".join(_check_parts(check)), width, "    ")
+    for scope in _split_scopes(result, segment):
+        out.append(paint("red" if scope["flagged"] else None, f"assignment of {scope['scope']} "
+                                                              f"({result.assignment.action} when off): "
+                                                              f"{'FAIL' if scope['flagged'] else 'pass'}"))
+        out += _wrap(scope["reason"] + f"; expected hold-back share declared by {result.assignment.declared_by}",
+                     width, "    ")
     return "\n".join(out)
+
+
+def _split_scopes(result: Any, segment: Any) -> list[dict[str, Any]]:
+    """The assignment check's scopes that cover a segment: the release's and its task x tier's."""
+    if result.assignment is None:
+        return []
+    return [s.to_dict() for s in result.assignment.scopes
+            if s.scope in ("release", f"{segment.task}/{segment.device_tier}")]
 
 
 def explain_dict(result: Any, segment: Any, config: Any) -> dict[str, Any]:
@@ -389,4 +412,7 @@ def explain_dict(result: Any, segment: Any, config: Any) -> dict[str, Any]:
             "why": _why(segment), "needs_rows": segment.needs_rows,
             "window": {"start": result.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "end": result.window_end.strftime("%Y-%m-%dT%H:%M:%SZ")},
-            "config": {"path": result.config_source, "digest": result.config_digest}, "gates": gates}
+            "config": {"path": result.config_source, "digest": result.config_digest}, "gates": gates,
+            "assignment": {"unit": result.assignment.unit, "expected_holdback_share": result.assignment.expected,
+                           "declared_by": result.assignment.declared_by, "action": result.assignment.action,
+                           "scopes": _split_scopes(result, segment)} if result.assignment else None}

@@ -5,7 +5,8 @@ WITH picked AS (
     network_bucket,
     device_id,
     day,
-    total_ms
+    total_ms,
+    COALESCE(ARRAY_CONTAINS(:kill_codes, error_code), FALSE) AS killed
   FROM events_enriched
   WHERE
     release = :release
@@ -21,19 +22,27 @@ WITH picked AS (
   GROUP BY
     device_id,
     day
-), segment_days AS (
-  SELECT DISTINCT
+), level_days AS (
+  SELECT
     task,
     device_tier,
     network_bucket,
     device_id,
-    day
+    day,
+    GROUPING(task) * 4 + GROUPING(device_tier) * 2 + GROUPING(network_bucket) AS level,
+    BOOL_OR(killed) AS killed
   FROM picked
+  GROUP BY
+    GROUPING SETS (
+      (task, device_tier, network_bucket, device_id, day),
+      (device_id, day)
+    )
 ), per_device AS (
   SELECT
     s.task,
     s.device_tier,
     s.network_bucket,
+    s.level,
     s.device_id,
     COUNT(*) AS days,
     COUNT(*) FILTER(WHERE
@@ -41,28 +50,36 @@ WITH picked AS (
         SELECT
           daily_edge_seconds_cap
         FROM settings_in_effect
-      )) AS over_cap
-  FROM segment_days AS s
+      )) AS over_cap,
+    COUNT(*) FILTER(WHERE
+      s.killed) AS kill_days
+  FROM level_days AS s
   JOIN totals AS t
     ON s.device_id = t.device_id AND s.day = t.day
   GROUP BY
     s.task,
     s.device_tier,
     s.network_bucket,
+    s.level,
     s.device_id
 )
 SELECT
   task,
   device_tier,
   network_bucket,
+  level,
   COUNT(*) AS devices,
   SUM(days) AS days,
   SUM(days * days) AS days_nn,
   SUM(over_cap) AS over_cap,
   SUM(over_cap * over_cap) AS over_cap_kk,
-  SUM(over_cap * days) AS over_cap_kn
+  SUM(over_cap * days) AS over_cap_kn,
+  SUM(kill_days) AS kill_days,
+  SUM(kill_days * kill_days) AS kill_days_kk,
+  SUM(kill_days * days) AS kill_days_kn
 FROM per_device
 GROUP BY
   task,
   device_tier,
-  network_bucket
+  network_bucket,
+  level

@@ -1,0 +1,43 @@
+WITH coded AS (
+  SELECT
+    task,
+    device_tier,
+    network_bucket,
+    device_id,
+    day,
+    error_code
+  FROM events_enriched
+  WHERE
+    release = :release
+    AND event_time >= :window_start
+    AND event_time < :window_end
+    AND on_device
+    AND NOT error_code IS NULL
+), level_days AS (
+  SELECT
+    task,
+    device_tier,
+    network_bucket,
+    error_code,
+    GROUPING(task) * 4 + GROUPING(device_tier) * 2 + GROUPING(network_bucket) AS level
+  FROM coded
+  GROUP BY
+    GROUPING SETS (
+      (task, device_tier, network_bucket, error_code, device_id, day),
+      (error_code, device_id, day)
+    )
+)
+SELECT
+  task,
+  device_tier,
+  network_bucket,
+  level,
+  error_code,
+  COUNT(*) AS device_days
+FROM level_days
+GROUP BY
+  task,
+  device_tier,
+  network_bucket,
+  level,
+  error_code

@@ -1,0 +1,216 @@
+"""What the post-mortem says costs most (issue 28): app kills (kill_rate), a hold-back split that is what the
+rollout says it is (the assignment check, pipeline/gate/assignment.py) and lost users (retention).
+
+Rows go straight into a real DuckDB file, as in tests/test_gate.py; the CLI runs as users run it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from datetime import timedelta
+
+import pytest
+from conftest import run_cli
+from test_gate import AS_OF, CONFIG, START, gate, load
+
+from pipeline.common.registry import CLOUD_COMPARISONS
+from pipeline.common.vocabulary import Status, Verdict
+from pipeline.gate import stats
+from pipeline.planning.simulate import SOCS, Population, generate
+
+
+def with_assignment(config=CONFIG, **changes):
+    return dataclasses.replace(config, assignment=dataclasses.replace(config.assignment, **changes))
+
+
+# ---------------------------------------------------------------- the SRM test's primitive
+
+
+def test_srm_p_value_is_one_over_the_mean_dirichlet_multinomial_bayes_factor():
+    # concentration 2: the priors Dirichlet(1, 1) and three times Dirichlet(0.5, 0.5) (the floor c = 1)
+    # 3 and 1 units, 50/50 declared: BF B(4, 2) / B(1, 1) / (1/16) = 0.8 and (1/24)(0.5 1.5 2.5)(0.5) x 16 = 0.625
+    assert stats.srm_p_value((3, 1), (0.5, 0.5), 2.0) == 1.0
+    # 10 and 0: BF 1024 / 11 and 1024 x (0.5 x 1.5 x ... x 9.5) / 10!
+    bf_half = 1024 * math.prod(k + 0.5 for k in range(10)) / math.factorial(10)
+    assert stats.srm_p_value((10, 0), (0.5, 0.5), 2.0) == pytest.approx(4 / (1024 / 11 + 3 * bf_half), rel=1e-12)
+    # uneven shares: Dirichlet(1.6, 0.4) and (0.8, 0.2) over 80/20, both units on the first arm:
+    # marginals 1.6 x 2.6 / (2 x 3) and 0.8 x 1.8 / 2, null 0.64
+    bf = (1.6 * 2.6 / 6 + 3 * 0.8 * 1.8 / 2) / 4 / 0.64
+    assert stats.srm_p_value((2, 0), (0.8, 0.2), 2.0) == pytest.approx(1 / bf, rel=1e-12)
+    assert math.isnan(stats.srm_p_value((5, 5), (1.0, 0.0), 10.0))  # one arm: nothing to test
+    assert math.isnan(stats.srm_p_value((0, 0), (0.2, 0.8), 10.0))
+
+
+def test_srm_concentration_spreads_the_share_twice_the_smallest_deviation_worth_flagging():
+    c = stats.srm_concentration(0.2, 0.001)
+    assert c == pytest.approx(0.16 / 0.002**2 - 1)
+    assert math.sqrt(0.2 * 0.8 / (c + 1)) == pytest.approx(0.002)
+
+
+def test_srm_p_value_is_anytime_valid_under_the_declared_split():
+    """Draw 400 A/A sequences of 20,000 units at 20 % and look after every 500: the share of sequences ever
+    at p <= 0.01 stays under 0.01 (Ville), where a chi-squared test at every look would exceed it."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    c = stats.srm_concentration(0.2, 0.001)
+    ever = 0
+    for _ in range(400):
+        cloud = np.cumsum(rng.random(20_000) < 0.2)[499::500]
+        looks = np.arange(500, 20_001, 500)
+        ever += any(stats.srm_p_value((k, n - k), (0.2, 0.8), c) <= 0.01 for k, n in zip(cloud, looks, strict=True))
+    assert ever / 400 <= 0.01
+
+
+# ---------------------------------------------------------------- the assignment check in the gate
+
+
+@pytest.fixture(scope="module")
+def healthy_db(tmp_path_factory):
+    return load(tmp_path_factory.mktemp("srm") / "t.duckdb",
+                generate("4.12", 40_000, "healthy", seed=3, start=START, days=7))
+
+
+def test_a_split_as_declared_passes_and_the_comparisons_are_believed(healthy_db):
+    result = gate(healthy_db)
+    split = result.assignment
+    assert split.status == Status.PASS and split.unit == "request" and split.expected == 0.2
+    release = split.scopes[0]
+    assert release.scope == "release" and not release.flagged and abs(release.found - 0.2) < 0.01
+    assert [s.scope for s in split.scopes[1:]] == [f"{t}/{r}" for t in ("intent", "rewrite", "summarize")
+                                                   for r in ("flagship", "high", "low", "mid")]
+    assert all(s.alpha == pytest.approx(0.001 / 12) for s in split.scopes[1:])
+    assert set(split.breakdown) == {"app_version", "os_version", "soc"}
+    assert result.verdict == Verdict.KEEP_EDGE
+
+
+@pytest.mark.parametrize("action, verdict, status", [("hold", Verdict.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA),
+                                                     ("rollback", Verdict.ROLLBACK_TO_CLOUD, Status.FAIL),
+                                                     ("warn", Verdict.KEEP_EDGE, Status.PASS)])
+def test_a_split_off_the_declared_one_holds_fails_or_warns_the_comparisons(healthy_db, action, verdict, status):
+    result = gate(healthy_db, config=with_assignment(holdback_share=0.25, action=action))
+    release = result.assignment.scopes[0]
+    assert release.flagged and release.p_value < 1e-6
+    assert (release.cloud, release.edge) == (7664, 30686)
+    assert release.reason == "hold-back 19.98% of 38,350 online requests, 25.00% declared (p = 9.1e-116, alpha 0.001)"
+    assert result.verdict == verdict
+    quality = result.release_wide["quality_loss"]
+    assert quality.status == status and "the hold-back split is not the declared one (release: " in quality.note
+    # the gates that do not compare with the cloud are untouched
+    base = gate(healthy_db)
+    others = [g for g in base.segments[0].checks if g not in CLOUD_COMPARISONS]
+    assert [[s.checks[g].status for g in others] for s in result.segments] == \
+        [[s.checks[g].status for g in others] for s in base.segments]
+
+
+def test_a_small_deviation_is_not_flagged_however_many_units(healthy_db):
+    found = gate(healthy_db).assignment.scopes[0].found
+    result = gate(healthy_db, config=with_assignment(holdback_share=round(found + 0.002, 4), min_deviation=0.01))
+    assert not result.assignment.scopes[0].flagged
+
+
+def test_devices_on_both_arms_are_a_leak_when_devices_are_assigned(healthy_db):
+    # the simulator assigns requests: every active device is on both arms
+    result = gate(healthy_db, config=with_assignment(unit="device"))
+    release = result.assignment.scopes[0]
+    assert release.flagged and (release.cloud, release.edge, release.both_arms) == (4, 196, 1795)
+    assert release.reason.endswith("; 1,795 of 1,995 devices on both arms (89.97%, at most 0.10% allowed)")
+
+
+def test_a_device_level_hold_back_as_declared_passes(tmp_path):
+    pop = Population(holdback_share=0.2, devices=3000)
+    path = load(tmp_path / "d.duckdb", generate("4.12", 40_000, "healthy", seed=5, start=START, days=7,
+                                                population=pop))
+    result = gate(path, config=with_assignment(unit="device"))
+    release = result.assignment.scopes[0]
+    assert result.assignment.status == Status.PASS, release.reason
+    assert release.both_arms == 0 and abs(release.found - 0.2) < 0.03
+
+
+def test_the_cli_takes_a_per_release_hold_back_share_and_exits_3_on_hold(healthy_db):
+    args = ("gate", "--release", "4.12", "--db", str(healthy_db), "--as-of", AS_OF.isoformat(), "--dry-run")
+    done = run_cli(*args, "--holdback-share", "0.25", "--json")
+    assert done.returncode == 3, done.stderr
+    out = json.loads(done.stdout)
+    assert out["assignment"]["declared_by"] == "--holdback-share"
+    assert out["assignment"]["expected_holdback_share"] == 0.25 and out["assignment"]["status"] == "fail"
+    assert out["note"].endswith("the hold-back split is not the declared one (assignment.action: hold)")
+    assert run_cli(*args, "--holdback-share", "0.2").returncode == 0
+    bad = run_cli(*args, "--holdback-share", "1.5")
+    assert bad.returncode == 2 and "not a share: '1.5' (a number from 0 to 1)" in bad.stderr
+
+
+# ---------------------------------------------------------------- scenarios of the simulator
+
+
+def window_of_14_days(rows: int, scenario: str = "healthy", **kwargs):
+    return generate("4.12", rows, scenario, seed=11, start=AS_OF - timedelta(days=14), days=14, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def kills_db(tmp_path_factory):
+    return load(tmp_path_factory.mktemp("kills") / "k.duckdb", window_of_14_days(120_000, "low_tier_kills"))
+
+
+def test_a_low_tier_killed_on_3_percent_of_device_days_rolls_back_its_segments_for_kill_rate_only(kills_db):
+    result = gate(kills_db)
+    low = {s.key: s.checks["kill_rate"] for s in result.segments if s.device_tier == "low"}
+    assert all(0.02 < c.measured < 0.035 for k, c in low.items() if k.endswith("/normal"))
+    rolled = {s.key: s.failed_gates for s in result.segments if s.failed_gates}
+    assert rolled == {"intent/low/normal": ["kill_rate"], "rewrite/low/normal": ["kill_rate"],
+                      "summarize/low/normal": ["kill_rate"]}
+    assert result.verdict == Verdict.PARTIAL_ROLLBACK
+    release = result.release_wide["kill_rate"]
+    assert release.status == Status.PASS and 0.01 < release.measured < 0.013  # past 1 %, not significantly
+    assert set(release.extra["error_device_days"]) >= {"OOM", "LMK_KILLED"}
+    assert release.extra["kill_codes"] == ["OOM", "LMK_KILLED"]
+
+
+def test_a_healthy_release_passes_kill_rate_everywhere(tmp_path):
+    result = gate(load(tmp_path / "h.duckdb", window_of_14_days(120_000)))
+    assert {s.checks["kill_rate"].status for s in result.segments} <= {Status.PASS, Status.INSUFFICIENT_DATA}
+    assert result.release_wide["kill_rate"].measured < 0.004 and result.verdict == Verdict.KEEP_EDGE
+
+
+def test_kill_codes_decide_what_counts_as_a_kill(kills_db):
+    config = dataclasses.replace(CONFIG, gates=dataclasses.replace(
+        CONFIG.gates, kill_rate=dataclasses.replace(CONFIG.gates.kill_rate, kill_codes=("MODEL_LOAD_FAILED",))))
+    result = gate(kills_db, config=config)
+    release = result.release_wide["kill_rate"]
+    assert release.measured == pytest.approx(release.extra["error_device_days"]["MODEL_LOAD_FAILED"]["share"])
+    assert not any("kill_rate" in s.failed_gates for s in result.segments)
+
+
+DEVICE_HOLDBACK = Population(holdback_share=0.2, devices=6000)
+BY_DEVICE = with_assignment(unit="device")
+
+
+@pytest.mark.parametrize("churn, status", [(0.0, Status.PASS), (0.3, Status.FAIL)])
+def test_retention_compares_the_devices_coming_back_on_each_arm(tmp_path, churn, status):
+    path = load(tmp_path / "r.duckdb", window_of_14_days(100_000, population=DEVICE_HOLDBACK, edge_churn=churn))
+    result = gate(path, config=BY_DEVICE)
+    release = result.release_wide["retention"]
+    assert release.status == status and release.mode == "observe"
+    assert release.extra["cloud_return"] > 0.9 and release.devices > 4000
+    assert (release.measured > 0.2) == (churn > 0)
+    assert result.verdict == Verdict.KEEP_EDGE  # observed, never blocks
+    assert gate(path).release_wide["retention"].status == Status.NOT_APPLICABLE  # requests assigned: no arm
+
+
+def test_telemetry_lost_from_the_edge_arms_worst_devices_is_a_mismatch_that_names_them(tmp_path):
+    path = load(tmp_path / "l.duckdb", window_of_14_days(100_000, population=DEVICE_HOLDBACK,
+                                                         edge_device_loss=0.3))
+    result = gate(path, config=BY_DEVICE)
+    release = result.assignment.scopes[0]
+    assert release.flagged and release.found > 0.25
+    worst = [cell["value"] for cell in result.assignment.breakdown["soc"][:3]]
+    assert set(worst) <= set(SOCS["low"]) and all(c["off"] for c in result.assignment.breakdown["soc"][:3])
+    assert result.verdict == Verdict.INSUFFICIENT_DATA
+    assert result.release_wide["quality_loss"].status == Status.INSUFFICIENT_DATA
+
+
+def test_a_misconfigured_request_split_is_flagged(tmp_path):
+    path = load(tmp_path / "m.duckdb", window_of_14_days(60_000, population=Population(request_holdback=0.25)))
+    release = gate(path).assignment.scopes[0]
+    assert release.flagged and 0.24 < release.found < 0.26
