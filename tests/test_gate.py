@@ -81,12 +81,14 @@ def test_low_tier_memory_rolls_back_low_tier_only(db_path):
     assert result.verdict == "partial_rollback"
     rolled = {s.key for s in result.segments if s.decision == "rollback_to_cloud"}
     assert rolled == {s.key for s in judged(result) if s.device_tier == "low"}
-    assert all(set(s.failed_gates) <= {"peak_memory", "resident_memory"} for s in judged(result))
+    # the OS kills ~9 % of the low tier's requests, which costs it adoption as well
+    low = {"peak_memory", "resident_memory", "quality_loss"}
+    assert all(set(s.failed_gates) <= (low if s.device_tier == "low" else set()) for s in judged(result))
 
 
 def test_observe_mode_reports_but_does_not_block(db_path, tmp_path):
     text = Path(CONFIG.source).read_text()
-    for gate_name in ("peak_memory", "resident_memory"):
+    for gate_name in ("peak_memory", "resident_memory", "quality_loss"):  # its kills cost the low tier adoption
         text = re.sub(rf"({gate_name}:\s+{{mode: )enforce", r"\1observe", text)
     (tmp_path / "observe.yaml").write_text(text)
     config = load_config(tmp_path / "observe.yaml")
