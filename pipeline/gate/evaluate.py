@@ -50,6 +50,7 @@ QUANTILES_SQL = quantiles.QUANTILES_SQL
 WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
 ERROR_DAYS_SQL = "gate/error_days"
+KEPT_DAYS_SQL = "gate/kept_device_days"
 RETENTION_SQL = "gate/retention"
 # kill_rate's sequential test spreads its prior over kill rates up to 3 x the ceiling (stats.mixture_width):
 # the rate worth catching is twice the ceiling, and a 1 % ceiling's default prior (20 points wide) would
@@ -838,6 +839,26 @@ class _Measure:
                                                 for code, n in sorted(self.error_days.get(key, {}).items())}
         return check
 
+    def judge_kept(self, check: GateCheck, kept: dict[str, Any], rolled: list[str]) -> None:
+        """A failed release-wide kill_rate check judged again, at the level it had, on the edge traffic the
+        release keeps once its `rolled` segments go to the cloud: the whole release rolls back only if that
+        traffic is itself past the ceiling. A low-tier memory regression then rolls back the low tier, not
+        the flagships whose kills were never the problem."""
+        r = self.ratio(kept, "kill_days", "days") if kept.get("days") else None
+        test = check.tests.get("")
+        if r is None or test is None or test.alpha is None:
+            return
+        p = stats.rate_p_value(r.k_eff, r.n_eff, check.threshold, True, self.sequential, KILL_MIXTURE_WIDTH)
+        check.extra["kept_traffic"] = {"segments_rolled_back": len(rolled), "measured": r.rate,
+                                       "device_days": int(r.n), "devices": r.devices, "p_value": p}
+        if math.isfinite(p) and p <= test.alpha:
+            _add_note(check, f"the edge traffic kept without the {len(rolled)} segments rolled back still has a "
+                             f"kill on {r.rate:.2%} of its device-days (p = {p:.2g})")
+            return
+        check.status = Status.PASS
+        _add_note(check, f"the excess is in the {len(rolled)} segments rolled back; the edge traffic kept has a kill "
+                         f"on {r.rate:.2%} of its device-days, not shown past the ceiling (p = {p:.2g})")
+
     def _day_share(self, name: str, gates: Any, key: tuple, k: str, what: str,
                    relative_width: float | None = None) -> GateCheck:
         """A share of edge device-days (device-days summed per device) against the gate's ceiling."""
@@ -1159,4 +1180,9 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
         result.assignment = assignment.check(con, params, config, declared_by)
         assignment.apply([(s.task, s.device_tier, c) for s in segments for c in s.checks.values()]
                          + [(None, None, c) for c in release_wide.values()], result.assignment)
+    kills = release_wide.get(GateName.KILL_RATE)
+    rolled = [s.key for s in segments if s.decision == Verdict.ROLLBACK_TO_CLOUD]
+    if kills is not None and kills.status == Status.FAIL and rolled and len(rolled) < len(segments):
+        kept = sqlfiles.dicts(con, KEPT_DAYS_SQL, {**params, "kill_codes": kill_codes, "excluded": rolled})
+        measure.judge_kept(kills, kept[0] if kept else {}, rolled)
     return result

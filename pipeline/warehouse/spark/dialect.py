@@ -37,6 +37,7 @@ SPARK_FILES: tuple[str, ...] = (
     "gate/segment_quantiles",
     "gate/device_days",
     "gate/error_days",
+    "gate/kept_device_days",
     "gate/assignment_requests",
     "gate/assignment_devices",
     "gate/retention",
