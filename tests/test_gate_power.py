@@ -28,7 +28,9 @@ from pipeline.warehouse.aggregate import use_settings
 
 START = datetime(2026, 11, 20)
 AS_OF = datetime(2026, 11, 27)
-CONFIG = load_config()
+# these tables are built with the splits their questions need, not a 20 % hold-back: the assignment check only
+# notes them (it has its own tests in tests/test_guardrails.py)
+CONFIG = dataclasses.replace(load_config(), assignment=dataclasses.replace(load_config().assignment, action="warn"))
 
 
 def _load(db_path: Path, table: pa.Table, file_ids: np.ndarray | None = None,
@@ -114,7 +116,7 @@ def _checks(primary_p: float, segment_ps: list[float]) -> list[GateCheck]:
 
 def test_gatekeeping_passes_the_release_wide_alpha_to_the_segments():
     a = budget_split(CONFIG)[("quality_loss", "")]
-    assert a == pytest.approx(0.05 / 7)  # seven enforced prove_harm gates share 0.05 (Bonferroni across gates)
+    assert a == pytest.approx(0.05 / 8)  # eight enforced prove_harm gates share 0.05 (Bonferroni across gates)
     share = CONFIG.statistics.primary_share
     # the release-wide check rejects at 0.8 a, so the segments get all of a, by Benjamini-Hochberg (k a / 3)
     out = _test_outcomes(_checks(0.004, [0.0005, 0.003, 0.5]), CONFIG)
@@ -122,7 +124,7 @@ def test_gatekeeping_passes_the_release_wide_alpha_to_the_segments():
     assert [out[(i, "")] for i in (1, 2, 3)] == [(pytest.approx(2 * a / 3), True), (pytest.approx(2 * a / 3), True),
                                                  (pytest.approx(a), False)]
     # ... where Holm stops at a p-value between a / 2 and 2 a / 3
-    assert S_holm({1: 0.0005, 2: 0.0045, 3: 0.5}, a) == {1} and S_bh({1: 0.0005, 2: 0.0045, 3: 0.5}, a) == {1, 2}
+    assert S_holm({1: 0.0005, 2: 0.0035, 3: 0.5}, a) == {1} and S_bh({1: 0.0005, 2: 0.0035, 3: 0.5}, a) == {1, 2}
     # it does not: the segments share 0.2 a, and 0.0005 > 0.2 a / 3
     out = _test_outcomes(_checks(0.006, [0.0005, 0.003, 0.5]), CONFIG)
     assert out[(0, "")] == (pytest.approx(share * a), False)
@@ -180,8 +182,8 @@ def test_a_kept_segment_past_the_threshold_says_why_and_how_many_devices(tmp_pat
                    "--segment", "intent/flagship/normal")
     assert proc.returncode == 0, proc.stderr
     quality = proc.stdout.splitlines()[proc.stdout.splitlines().index("quality loss (quality_loss, enforce): pass") + 1]
-    assert "decision interval -13.2% to 25.1% (at alpha 0.71%, the level its test had)" in quality
-    assert "past the threshold but not yet significant at alpha 0.71%: about " in quality
+    assert "decision interval -13.5% to 22.7% (at alpha 0.63%, the level its test had)" in quality
+    assert "past the threshold but not yet significant at alpha 0.63%: about " in quality
     assert "more edge devices (~" in quality and "would catch a loss of twice the tolerance with 80 % power" in quality
     assert "each device counts once (a loss of users' adoption)" in quality
 
@@ -205,9 +207,9 @@ def test_the_rate_gates_say_how_many_devices_would_catch_twice_their_tolerance(t
     assert detect["devices_to_detect"] == expected
     assert detect["more_devices_to_detect"] == max(0, expected - edge_devices)
     weak = next(s for s in out["segments"] if (s["task"], s["device_tier"], s["network_bucket"])
-                == ("intent", "low", "weak"))["metrics"]["fallback_rate"]
+                == ("intent", "mid", "weak"))["metrics"]["fallback_rate"]
     assert weak["status"] == "pass" and weak["measured"] - weak["baseline"] > weak["max_excess_over_cloud"]
-    assert (f"past the threshold but not yet significant at alpha 0.013%: about {weak['more_devices_to_detect']:,} "
+    assert (f"past the threshold but not yet significant at alpha 0.014%: about {weak['more_devices_to_detect']:,} "
             f"more edge devices (~{weak['nights_to_detect']:,} nights at the current inflow) would catch an excess "
             "over the cloud of twice the margin with 80 % power") in weak["note"]
     assert weak["devices_to_detect"] > weak["devices"]

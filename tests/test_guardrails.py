@@ -8,12 +8,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from conftest import run_cli
 from test_gate import AS_OF, CONFIG, START, gate, load
 
+from pipeline.common.config import load_config
 from pipeline.common.registry import CLOUD_COMPARISONS
 from pipeline.common.vocabulary import Status, Verdict
 from pipeline.gate import stats
@@ -250,3 +252,19 @@ def test_the_ledger_prices_the_retention_drop_of_the_edge_arm(tmp_path):
     assert totals["retention_cost"].value == pytest.approx(25 * lost.value)
     assert requests["lost_users"].value is None
     assert requests["lost_users"].basis == "not measured: needs a device-level hold-back (assignment.unit: device)"
+
+
+def test_the_whole_release_rolls_back_when_the_edge_traffic_it_keeps_still_kills(tmp_path):
+    """One day of low_tier_memory: its low-tier normal segments roll back, but the low tier's small segments lack
+    the rows to be judged and stay on the edge with their kills: the traffic kept is past the ceiling."""
+    text = Path(CONFIG.source).read_text().replace("window_days: 14 ", "window_days: 1  ")
+    (tmp_path / "one-day.yaml").write_text(text)
+    config = load_config(tmp_path / "one-day.yaml")
+    path = load(tmp_path / "d.duckdb", generate("4.12", 12_000, "low_tier_memory", seed=50,
+                                                 start=datetime(2026, 11, 10), days=1))
+    result = gate(path, config=config, as_of=datetime(2026, 11, 11))
+    kills = result.release_wide["kill_rate"]
+    assert kills.status == Status.FAIL and result.verdict == Verdict.ROLLBACK_TO_CLOUD
+    assert kills.extra["kept_traffic"]["segments_rolled_back"] == 3
+    assert kills.note == ("the edge traffic kept without the 3 segments rolled back still has a kill on 7.68% of "
+                          "its device-days (p = 1e-15)")
