@@ -108,7 +108,7 @@ def test_a_split_off_the_declared_one_holds_fails_or_warns_the_comparisons(healt
     release = result.assignment.scopes[0]
     assert release.flagged and release.p_value < 1e-6
     assert (release.cloud, release.edge) == (7664, 30686)
-    assert release.reason == "hold-back 19.98% of 38,350 online requests, 25.00% declared (p = 9.1e-116, alpha 0.001)"
+    assert release.reason == "hold-back 19.98% of 38,350 online requests, 25.00% declared (p < 0.001, alpha 0.1%)"
     assert result.verdict == verdict
     quality = result.release_wide["quality_loss"]
     assert quality.status == status and "the hold-back split is not the declared one (release: " in quality.note

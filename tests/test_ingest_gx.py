@@ -260,8 +260,11 @@ def test_an_exception_gx_swallows_in_metric_resolution_is_named_and_debug_shows_
     --debug the traceback ends in it."""
     hook = tmp_path / "hook"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_text(
-        "from great_expectations.execution_engine import SqlAlchemyExecutionEngine\n"
+    (hook / "sitecustomize.py").write_text(  # imported before the pipeline silences pyspark's pandas warning
+        "import warnings\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('ignore', FutureWarning)\n"
+        "    from great_expectations.execution_engine import SqlAlchemyExecutionEngine\n"
         "def boom(self, *a, **k):\n"
         "    raise ValueError('injected: a plain bug in metric resolution')\n"
         "SqlAlchemyExecutionEngine.resolve_metrics = boom\n")

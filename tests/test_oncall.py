@@ -66,36 +66,39 @@ def gate(demo: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
     return cli("gate", "--db", str(demo), "--release", "4.12", "--as-of", AS_OF, "--no-alerts", *extra, **env)
 
 
-HEADER = ('segment                     rows  peak mem  resident mem   p95 ms   cold start ms  quality loss  det'
-          'ected  fallback  weak-net ms   rise °C  day cap (obs)')
+HEADER = ('segment                     rows  peak mem  resident mem  killed   p95 ms   cold start ms  quality loss  '
+          'return drop (obs)  detected  fallback   weak-net ms   rise °C  day cap (obs)')
 
 
 def test_gate_says_the_verdict_first_then_failing_then_passing_segments(demo):
     proc = gate(demo)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[:7] == [
+    assert lines[:9] == [
         "verdict for release 4.12: ROLLBACK_TO_CLOUD - a release-wide gate failed",
-        "36 segments: 14 judged (10 roll back, 4 keep edge), 22 insufficient data; "
+        "36 segments: 14 judged (12 roll back, 2 keep edge), 22 insufficient data; "
         "window 2026-11-17 00:00 .. 2026-12-01 00:00 UTC",
-        "release-wide quality loss 14.1% (threshold 3%, p < 0.001, decision interval 11.2% to 16.8% at alpha 0.57%): "
+        "release-wide quality loss 15.6% (threshold 3%, p < 0.001, decision interval 12.7% to 18.4% at alpha 0.5%): "
         "fail",
+        "release-wide kill rate 3.5% (threshold 1%, p < 0.001, decision interval 2.4% to 4.8% at alpha 0.5%): fail",
+        "assignment: hold-back 20.35% of 19,145 online requests, 20.00% declared (p = 1, alpha 0.1%): pass",
         "",
         HEADER,
-        "roll back to cloud (10)",
-        'intent/high/normal         1,175    23.2%          11.4%    1,117            342~        14.6%X    '
-        '95.1%~      5.8%            -      0.8             0%',
+        "roll back to cloud (12)",
+        'intent/high/normal         1,079    23.3%          11.4%  0.14%~    1,135            362~        13.5%X    '
+        '              -    97.7%~      4.9%             -      0.8              0%',
     ]
-    assert lines[lines.index("keep edge (4)") - 1].startswith("summarize/mid/normal       1,124    31.4%")
+    assert lines[lines.index("keep edge (2)") - 1].startswith("summarize/mid/normal       1,124    31.2%")
     # too few devices in its pool to show its loss on its own: it keeps the edge, borderline, and says why; the
     # release-wide test (all pools stratified) rolls the release back
-    assert lines[lines.index("keep edge (4)") + 1].startswith("intent/flagship/normal       428    15.5%")
-    assert any(ln.startswith("not yet significant: intent/flagship/normal quality_loss 13.2% past <= 3% at alpha "
-                             "0.71%; about ") for ln in lines)
-    assert ('threshold rewrite                   <=40%          <=25%  <=10,000         <=500          <=3%     '
-            '>=90%      <=25%  <cloud 9,584   <=5.0           <=5%') in lines  # the cloud's figure
-    assert "insufficient data (22 segments, not judged): 22 have too few rows (need 4-183 more); --all lists them" \
+    assert lines[lines.index("keep edge (2)") + 1].startswith("intent/flagship/normal       470    15.5%")
+    assert any(ln.startswith("not yet significant: intent/flagship/normal quality_loss 10.6% past <= 3% at alpha "
+                             "0.63%; about ") for ln in lines)
+    assert ('threshold rewrite                   <=40%          <=25%   <=1%   <=10,000         <=500          <=3%  '
+            '              <=1%    >=90%      <=25%  <cloud 9,281    <=5.0            <=5%') in lines  # the cloud's
+    assert "insufficient data (22 segments, not judged): 22 have too few rows (need 20-190 more); --all lists them" \
         in lines
+    assert "killed = kill_rate (share)" in proc.stdout and "return drop (obs) = retention (share)" in proc.stdout
     assert "peak mem = peak_memory (ratio of RAM)" in proc.stdout
     assert "day cap (obs) = daily_edge_seconds (share)" in proc.stdout
     assert not [ln for ln in lines if ln.startswith("intent/flagship/offline")]  # summarised, not listed
@@ -107,23 +110,25 @@ def test_gate_says_the_verdict_first_then_failing_then_passing_segments(demo):
 def test_gate_fits_80_columns_and_keeps_the_failing_gates(demo):
     lines = gate(demo, COLUMNS="80").stdout.splitlines()
     assert max(len(ln) for ln in lines) <= 80
-    assert lines[1:3] == ["36 segments: 14 judged (10 roll back, 4 keep edge), 22 insufficient data; window",
+    assert lines[1:3] == ["36 segments: 14 judged (12 roll back, 2 keep edge), 22 insufficient data; window",
                           "  2026-11-17 00:00 .. 2026-12-01 00:00 UTC"]  # wrapped, not cut
-    assert lines[6] == "segment                     rows  peak mem   p95 ms   quality loss  rise °C"
-    assert "rewrite/low/normal         1,583    47.1%X   16,898X        12.1%~     9.7X" in lines
-    assert ("6 gate columns hidden to fit 80 columns (resident mem, cold start ms, detected, fallback, weak-net ms, "
-            "day cap (obs)); --wide shows them all") in " ".join(ln.strip() for ln in lines)
+    assert lines[10] == "segment                     rows  peak mem   p95 ms   quality loss  rise °C"
+    assert "rewrite/low/normal         1,496    47.1%X   17,102X        19.8%X     9.7X" in lines
+    assert ("8 gate columns hidden to fit 80 columns (resident mem, killed, cold start ms, return drop (obs), "
+            "detected, fallback, weak-net ms, day cap (obs)); --wide shows them all") in " ".join(ln.strip()
+                                                                                              for ln in lines)
 
 
 def test_gate_at_200_columns_shows_every_gate_and_wide_shows_full_names(demo):
     lines = gate(demo, COLUMNS="200").stdout.splitlines()
     assert max(len(ln) for ln in lines) <= 200
-    assert lines[4] == HEADER and not [ln for ln in lines if "hidden" in ln]
+    assert lines[6] == HEADER and not [ln for ln in lines if "hidden" in ln]
     wide = gate(demo, "--wide", COLUMNS="80").stdout.splitlines()
     assert max(len(ln) for ln in wide) > 80
-    assert wide[4].split()[2:] == ["peak_memory", "resident_memory", "inference_duration", "cold_start",
-                                   "quality_loss", "failure_detectability", "fallback_rate", "weak_network_latency",
-                                   "thermal", "daily_edge_seconds", "(obs)"]
+    assert wide[wide.index("") + 1].split()[2:] == [
+        "peak_memory", "resident_memory", "kill_rate", "inference_duration", "cold_start", "quality_loss", "retention",
+        "(obs)", "failure_detectability", "fallback_rate", "weak_network_latency", "thermal", "daily_edge_seconds",
+        "(obs)"]
 
 
 def test_gate_is_coloured_on_a_terminal_unless_no_color(demo):
@@ -147,18 +152,18 @@ def test_explain_speaks_in_units_within_the_width(demo):
     assert max(len(ln) for ln in lines) <= 80
     assert lines[0] == "release 4.12, segment rewrite/low/normal: ROLLBACK_TO_CLOUD"
     text = " ".join(ln.strip() for ln in lines)
-    assert ("p95 47.1% of RAM; decision interval 46.9% to 47.2% of RAM (at alpha 5%, the level its test had); "
+    assert ("p95 47.1% of RAM; decision interval 46.8% to 47.3% of RAM (at alpha 5%, the level its test had); "
             "threshold <= 40% of RAM") in text
-    assert "p95 16,898 ms; decision interval 15,820 to 17,731 ms (at alpha 0.31%" in text
+    assert "p95 17,102 ms; decision interval 16,003 to 17,986 ms (at alpha 0.27%" in text
     assert "threshold <= 10,000 ms" in text
     assert "p95 9.7 °C" in text and "threshold <= 5.0 °C" in text
     assert not re.search(r"\d\.\d{4,}(?!\d*%)|e[+-]\d\d", text)  # no raw floats, no exponents (small alphas: 0.0095%)
     weak = cli("explain", "--db", str(demo), "--release", "4.12", "--as-of", AS_OF, "--segment", "rewrite/mid/weak")
-    assert "cloud p95 9,584 ms (baseline: task x bucket (all tiers))" in weak.stdout
+    assert "cloud p95 9,281 ms (baseline: task x bucket (all tiers))" in weak.stdout
     # the cloud's own p95, a fixed 95 % interval from exact ranks of true order statistics, labelled as not
     # the decision's; the edge's decision interval is the mixture SPRT's, at the level its test had
-    assert "cloud p95 95% interval 8,419 to 11,541 ms (for reading: not the decision's)" in weak.stdout
-    assert "p95 10,840 ms; decision interval 7,297 to 16,105 ms (at alpha 0.14%, the level its test had)" in weak.stdout
+    assert "cloud p95 95% interval 8,480 to 10,461 ms (for reading: not the decision's)" in weak.stdout
+    assert "p95 10,608 ms; decision interval 8,267 to 13,610 ms (at alpha 0.13%, the level its test had)" in weak.stdout
 
 
 def test_explain_json_has_the_figures_with_their_units(demo):
@@ -166,11 +171,15 @@ def test_explain_json_has_the_figures_with_their_units(demo):
                "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert (out["segment"], out["decision"], out["rows"]) == ("rewrite/low/normal", "rollback_to_cloud", 1583)
+    assert (out["segment"], out["decision"], out["rows"]) == ("rewrite/low/normal", "rollback_to_cloud", 1496)
     peak = next(g for g in out["gates"] if g["gate"] == "peak_memory")
     assert (peak["unit"], peak["status"], peak["threshold"]) == ("ratio of RAM", "fail", 0.4)
     assert (peak["measured_text"], peak["threshold_text"]) == ("47.1% of RAM", "<= 40% of RAM")
-    assert [g["gate"] for g in out["gates"]][:3] == ["peak_memory", "resident_memory", "inference_duration"]
+    assert [g["gate"] for g in out["gates"]][:4] == ["peak_memory", "resident_memory", "kill_rate", "inference_duration"]
+    kills = next(g for g in out["gates"] if g["gate"] == "kill_rate")
+    assert (kills["unit"], kills["status"], kills["threshold_text"]) == ("share", "fail", "<= 1%")
+    assert out["assignment"]["scopes"][0]["scope"] == "release" and out["assignment"]["scopes"][1]["scope"] == \
+        "rewrite/low"
 
 
 # ------------------------------------------------------------------ errors: one line, exit 2

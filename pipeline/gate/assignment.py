@@ -149,9 +149,10 @@ def judge(row: dict[str, Any], name: str, alpha: float, config: Config, concentr
            and abs(found - a.holdback_share) >= a.min_deviation)
     s.flagged = off or bool(leaks)
     if found is not None:
-        p_text = f"p = {s.p_value:.2g}" if s.p_value is not None else "not tested"
+        p_text = ("not tested" if s.p_value is None else "p < 0.001" if s.p_value < 0.001
+                  else f"p = {s.p_value:.2g}")
         s.reason = (f"hold-back {found:.2%} of {s.cloud + s.edge:,} {unit}, {a.holdback_share:.2%} declared "
-                    f"({p_text}, alpha {alpha:.2g})")
+                    f"({p_text}, alpha {alpha * 100:.2g}%)")
     s.reason = "; ".join([s.reason] * bool(s.reason) + leaks)
     return s
 
