@@ -175,7 +175,8 @@ def test_explain_json_has_the_figures_with_their_units(demo):
     peak = next(g for g in out["gates"] if g["gate"] == "peak_memory")
     assert (peak["unit"], peak["status"], peak["threshold"]) == ("ratio of RAM", "fail", 0.4)
     assert (peak["measured_text"], peak["threshold_text"]) == ("47.1% of RAM", "<= 40% of RAM")
-    assert [g["gate"] for g in out["gates"]][:4] == ["peak_memory", "resident_memory", "kill_rate", "inference_duration"]
+    gates = [g["gate"] for g in out["gates"]]
+    assert gates[:4] == ["peak_memory", "resident_memory", "kill_rate", "inference_duration"]
     kills = next(g for g in out["gates"] if g["gate"] == "kill_rate")
     assert (kills["unit"], kills["status"], kills["threshold_text"]) == ("share", "fail", "<= 1%")
     assert out["assignment"]["scopes"][0]["scope"] == "release" and out["assignment"]["scopes"][1]["scope"] == \
