@@ -492,3 +492,18 @@ def test_a_million_rows_in_a_few_seconds() -> None:
     begin = clock.perf_counter()
     assert generate("4.12", 1_000_000, start=START).num_rows == 1_000_000
     assert clock.perf_counter() - begin < 6.0
+
+
+@pytest.mark.parametrize("release, scenario, rows, bad_rows", [("4.11", "healthy", 16_000, 5),
+                                                               ("4.12", "postmortem", 20_000, 12)])
+def test_the_bundled_sample_is_the_simulators_output(tmp_path, monkeypatch, release, scenario, rows, bad_rows):
+    """sample_logs/ holds what `write_parquet` writes (with `today` as on 2026-12-02, when the future rows were
+    made): regenerated, its rows are the same, so the demo's numbers come from the documented model."""
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(simulate, "_today", lambda: datetime(2026, 12, 2))
+    paths = write_parquet(tmp_path, release, rows, scenario, seed=int(release.replace(".", "")),
+                          start=datetime(2026, 11, 24), days=7, files=2, bad_rows=bad_rows)
+    for path in paths:
+        bundled = Path(__file__).parent.parent / "sample_logs" / f"release={release}" / path.name
+        assert pq.read_table(path).equals(pq.read_table(bundled)), path.name
