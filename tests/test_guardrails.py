@@ -268,3 +268,10 @@ def test_the_whole_release_rolls_back_when_the_edge_traffic_it_keeps_still_kills
     assert kills.extra["kept_traffic"]["segments_rolled_back"] == 3
     assert kills.note == ("the edge traffic kept without the 3 segments rolled back still has a kill on 7.68% of "
                           "its device-days (p = 1e-15)")
+
+
+def test_units_on_an_arm_declared_at_zero_are_a_leak(healthy_db):
+    release = gate(healthy_db, config=with_assignment(holdback_share=0.0)).assignment.scopes[0]
+    assert release.flagged and release.p_value is None  # one arm: nothing for the test, all for the leak check
+    assert release.reason.endswith(f"; {release.cloud:,} online requests on the cloud, declared at 0 %")
+    assert release.reason.startswith("hold-back 19.98% of 38,350 online requests, 0.00% declared (not tested")
