@@ -74,7 +74,8 @@ class AssignmentCheck:
         return Status.PASS if self.scopes else Status.NOT_APPLICABLE  # no online request: nothing assigned
 
     def flagged_for(self, task: str | None, tier: str | None) -> Scope | None:
-        """The flagged scope that covers a task x tier (the release's first); None when its split holds."""
+        """The flagged scope that covers a task x tier (the release's first; task None: the release alone);
+        None when its split holds."""
         for s in self.scopes:
             if s.flagged and (s.scope == "release" or s.scope == f"{task}/{tier}"):
                 return s
@@ -164,8 +165,7 @@ def apply(checks_by_scope: list[tuple[str | None, str | None, Any]], srm: Assign
     for task, tier, c in checks_by_scope:
         if c.gate not in CLOUD_COMPARISONS or c.status is None:
             continue
-        scope = srm.flagged_for(task, tier) if task is not None else next(
-            (s for s in srm.scopes if s.flagged and s.scope == "release"), None)
+        scope = srm.flagged_for(task, tier)
         if scope is None:
             continue
         note = f"the hold-back split is not the declared one ({scope.scope}: {scope.reason})"

@@ -1063,6 +1063,17 @@ def _size(checks: Sequence[GateCheck], config: Config, days_observed: float) -> 
                                     f"would catch {c.sizing.catches} with {DETECT_POWER * 100:.0f} % power")
 
 
+def returning_devices(con: Any, params: dict[str, Any], config: Config) -> dict[tuple, dict[str, Any]] | None:
+    """sql/gate/retention.sql's rows by (side, (task, tier) or () release-wide); None when requests, not devices,
+    are assigned to the arms (no device is on one arm only)."""
+    if config.assignment.unit != "device":
+        return None
+    horizon = timedelta(days=config.gates.retention.horizon_days)
+    rows = sqlfiles.dicts(con, RETENTION_SQL, {**params, "cohort_end": params["window_end"] - horizon,
+                                               "horizon_seconds": horizon.total_seconds()})
+    return {(r["side"], (r["task"], r["device_tier"]) if r["level"] == 0 else ()): r for r in rows}
+
+
 def judge_sums(config: Config, device_days: dict[tuple, dict[str, Any]] | None = None,
                returning: dict[tuple, dict[str, Any]] | None = None) -> list[GateCheck]:
     """kill_rate and retention measured and decided as the gate does, from the per-device sums their SQL returns
@@ -1154,13 +1165,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     error_days: dict[tuple, dict[str, int]] = {}
     for r in sqlfiles.dicts(con, ERROR_DAYS_SQL, params):
         error_days.setdefault(_level_key(r), {})[r["error_code"]] = int(r["device_days"])
-    returning = None
-    if config.assignment.unit == "device":
-        horizon = timedelta(days=config.gates.retention.horizon_days)
-        returning = {(r["side"], (r["task"], r["device_tier"]) if r["level"] == 0 else ()): r
-                     for r in sqlfiles.dicts(con, RETENTION_SQL, {**params, "cohort_end": window_end - horizon,
-                                                                  "horizon_seconds": horizon.total_seconds()})}
-    measure = _Measure(figures, device_days, error_days, returning, config)
+    measure = _Measure(figures, device_days, error_days, returning_devices(con, params, config), config)
     segments = [measure.segment(row) for row in figures.segments()]
     release_wide: dict[str, GateCheck] = {}
     if segments:

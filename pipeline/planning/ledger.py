@@ -42,7 +42,6 @@ from pipeline.planning.estimates import EstimateTable, estimate_tables
 from pipeline.warehouse import sqlfiles
 
 SEGMENTS_SQL = "ledger/segments"
-RETENTION_SQL = "gate/retention"  # the retention guardrail's own counts
 COUNT_COLUMNS = ("edge_requests", "cloud_checks", "offline_served", "fallbacks", "fallback_tokens", "avoided",
                  "avoided_tokens", "edge_seconds", "throttled_known", "throttled", "over_10s", "edge_abandoned",
                  "cloud_requests", "cloud_abandoned")
@@ -282,21 +281,21 @@ def _release_figures(segments: list[SegmentLedger], config: Config,
 
 def _lost_users(con: Any, params: dict[str, Any], config: Config) -> dict[str, Figure]:
     """lost_users and retention_cost of the release: the retention guardrail's drop x the edge arm's devices."""
+    from pipeline.gate.evaluate import returning_devices
+
     cur = config.costs.currency
-    if config.assignment.unit != "device":
+    returning = returning_devices(con, params, config)
+    if returning is None:
         basis = "not measured: needs a device-level hold-back (assignment.unit: device)"
         return {"lost_users": Figure(None, "devices", basis), "retention_cost": Figure(None, cur, basis)}
-    horizon = timedelta(days=config.gates.retention.horizon_days)
-    rows = sqlfiles.dicts(con, RETENTION_SQL, {**params, "cohort_end": params["window_end"] - horizon,
-                                                "horizon_seconds": horizon.total_seconds()})
-    arm = {r["side"]: r for r in rows if r["task"] is None and r["device_tier"] is None}
-    edge, cloud = arm.get("edge"), arm.get("cloud")
+    edge, cloud = returning.get(("edge", ())), returning.get(("cloud", ()))
     if not edge or not cloud or not edge["devices"] or not cloud["devices"]:
         basis = "not measured: no devices of one arm first seen early enough to come back in the window"
         return {"lost_users": Figure(None, "devices", basis), "retention_cost": Figure(None, cur, basis)}
     pe, pc = edge["returned"] / edge["devices"], cloud["returned"] / cloud["devices"]
     lost = max(0.0, pc - pe) * edge["arm_devices"]
-    basis = (f"(cloud {pc:.1%} - edge {pe:.1%} of devices returning after {horizon.days:g} days, 0 if below) x "
+    basis = (f"(cloud {pc:.1%} - edge {pe:.1%} of devices returning after "
+             f"{config.gates.retention.horizon_days:g} days, 0 if below) x "
              f"{edge['arm_devices']:,} edge devices")
     out = {"lost_users": Figure(lost, "devices", basis)}
     value = config.costs.lost_user_value
