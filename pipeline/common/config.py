@@ -242,7 +242,6 @@ class Costs:
 
 
 ENGINES = ("duckdb", "spark")
-QUANTILE_ESTIMATORS = ("auto", "exact", "sketch")
 
 
 @dataclass(frozen=True)
@@ -260,11 +259,9 @@ class SparkSettings:
 class EngineSettings:
     """Which engine stores events and runs the rollup and the gate's SQL (docs/spark.md)."""
     name: str = _f("duckdb", choices=ENGINES, help="duckdb (one file) or spark (partitioned Parquet)")
-    quantiles: str = _f("auto", choices=QUANTILE_ESTIMATORS,
-                        help="window p95s: exact (raw events), sketch (merged daily log-bucket histograms), "
-                             "auto = exact on duckdb, sketch on spark")
-    sketch_relative_error: float = _f(0.005, 0.0001, 0.05, help="relative error bound of the log-bucket "
-                                                                 "histogram (the bucket width)")
+    sketch_relative_error: float = _f(0.005, 0.0001, 0.05, help="relative error bound of the rollup's log-bucket "
+                                                                 "histograms, which the window p95s shown are read "
+                                                                 "from (the bucket width)")
     spark: SparkSettings = SparkSettings()
 
 

@@ -1,6 +1,7 @@
 """The release gate: per segment (task x device_tier x network_bucket), keep the
-edge route or roll back to the cloud. SQL computes the figures (sql/gate/*.sql:
-per-device sums, order statistics); this module tests them against gates/admission.yaml.
+edge route or roll back to the cloud. SQL computes the figures (sql/gate/*.sql: per-device
+sums from the device-day rollup, histograms of the daily rollup; pipeline/gate/source.py) over
+whole UTC days (pipeline/gate/window.py); this module tests them against gates/admission.yaml.
 
 Two steps, in this order (docs/how-the-gate-decides.md):
 
@@ -42,11 +43,12 @@ from pipeline.common.errors import UnknownRelease
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, GateName
 from pipeline.common.vocabulary import Bucket, Status, Verdict
-from pipeline.gate import assignment, quantiles, stats
+from pipeline.gate import assignment, quantiles, source, stats
+from pipeline.gate.window import Window, gate_window
 from pipeline.warehouse import sketch, sqlfiles
 
 COUNTS_SQL = "gate/segment_counts"
-QUANTILES_SQL = quantiles.QUANTILES_SQL
+QUANTILES_SQL = quantiles.HISTOGRAMS_SQL
 WEAK_SQL = "gate/weak_latency"
 DEVICE_DAYS_SQL = "gate/device_days"
 ERROR_DAYS_SQL = "gate/error_days"
@@ -216,7 +218,7 @@ class GateResult:
     release: str
     evaluated_at: datetime
     as_of: datetime
-    window_start: datetime
+    window: Window
     config_source: str
     config_digest: str
     segments: list[Segment]
@@ -225,16 +227,21 @@ class GateResult:
     # release-wide checks that only carry alpha (graphical gatekeeping in decide()); they never block
     gatekeepers: dict[str, GateCheck] = field(default_factory=dict)
     # where the window's p95s came from (pipeline/gate/quantiles.py): estimator, its relative error, the engine
-    quantiles: dict[str, Any] = field(default_factory=lambda: {"estimator": "exact", "relative_error": None,
+    quantiles: dict[str, Any] = field(default_factory=lambda: {"estimator": quantiles.SKETCH, "relative_error": None,
                                                                "engine": "duckdb"})
-    held_back_hours: float = 0.0  # config.completeness_lag_hours: the window ends this long before as_of
+    source: source.Source = source.Source(source.ROLLUP)  # what the figures were read from
+    held_back_hours: float = 0.0  # config.completeness_lag_hours: rows this much younger than as_of wait
     # per network bucket: rows, and the median and p95 hours from event_time to the file's ingestion
     arrival_lag: dict[str, dict[str, float]] | None = None
     assignment: assignment.AssignmentCheck | None = None  # the hold-back split against the declared one (SRM)
 
     @property
+    def window_start(self) -> datetime:
+        return self.window.start
+
+    @property
     def window_end(self) -> datetime:
-        return self.as_of - timedelta(hours=self.held_back_hours)
+        return self.window.end
 
     @property
     def late_buckets(self) -> list[str]:
@@ -301,10 +308,9 @@ class GateResult:
             "verdict": self.verdict,
             "evaluated_at": self.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "as_of": self.as_of.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "window": {"start": self.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       "end": self.window_end.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       "completeness_lag_hours": self.held_back_hours,
+            "window": {**self.window.to_dict(), "completeness_lag_hours": self.held_back_hours,
                        "arrival_lag_hours": self.arrival_lag},
+            "source": self.source.to_dict(),
             "config": {"path": self.config_source, "digest": self.config_digest},
             "quantiles": dict(self.quantiles),
             "release_wide": {g: c.to_dict() for g, c in self.release_wide.items()},
@@ -336,9 +342,9 @@ class _Figures:
     """The SQL's rows, found by side and level; quantile and weak-network figures merged in."""
 
     def __init__(self, counts: list[dict[str, Any]], quantile_rows: list[dict[str, Any]], weak: list[dict[str, Any]],
-                 relative_error: float | None = None, quantiles_sql: str = QUANTILES_SQL):
-        self.relative_error = relative_error  # the sketch's, folded into every quantile interval; None: exact
-        self.quantiles_sql = quantiles_sql
+                 relative_error: float | None = None):
+        self.relative_error = relative_error  # the sketch's, folded into every quantile interval
+        self.quantiles_sql = QUANTILES_SQL
         self.by = {(r["side"], _level_key(r)): r for r in counts}
         for q in quantile_rows:
             row = self.by[(q["side"], _level_key(q))]
@@ -745,7 +751,8 @@ class _Measure:
 
     def weak_network_latency(self, row: dict, gates: Any) -> GateCheck:
         """Edge must beat cloud where networks are weak: the log ratio of the p95s, each p95's variance from
-        Bahadur's representation (device-level variance of the share above it over the density there).
+        Bahadur's representation (the variance of the share above it over the density there; the share's
+        design effect from the devices' intraclass correlation of log latency, stats.anova_design_effect).
         The baseline stays in the weak bucket, own segment first, then all tiers."""
         c = self.config
         check = self._new(GateName.WEAK_NETWORK_LATENCY, gates)
@@ -788,14 +795,15 @@ class _Measure:
         p95, n = row["total_p95"], row["total_n"]
         if weak is None or not _finite(p95) or p95 <= 0:
             return math.nan, None, None
-        share = self.ratio(weak, "above", "total_n")
+        deff = stats.anova_design_effect(weak["devices"], weak["total_n"], weak["total_n_nn"], weak["log_sum"],
+                                         weak["log_sq"], weak["log_between"])
         h = min(stats.hall_sheather(n, P95, self.conf), 0.999 - P95, P95 - 0.80)
         spread = stats.grid_value(row["total_grid"], P95 + h) - stats.grid_value(row["total_grid"], P95 - h)
-        share_var = max(share.variance, P95 * (1 - P95) / n) if math.isfinite(share.variance) else math.nan
+        share_var = deff * P95 * (1 - P95) / n
         if spread <= 0 or not math.isfinite(share_var):
-            return math.log(p95), None, share.design_effect
+            return math.log(p95), None, deff
         sparsity = spread / (2 * h)  # 1 / density at the p95
-        return math.log(p95), share_var * sparsity**2 / p95**2, share.design_effect
+        return math.log(p95), share_var * sparsity**2 / p95**2, deff
 
     def thermal(self, row: dict, gates: Any) -> GateCheck:
         check = self._budget(GateName.THERMAL, row, gates)
@@ -1094,15 +1102,6 @@ def judge_sums(config: Config, device_days: dict[tuple, dict[str, Any]] | None =
     return checks
 
 
-def _arrival_lag(con: Any, params: dict[str, Any]) -> dict[str, dict[str, float]] | None:
-    """Hours from event_time to ingestion per network bucket (the manifest's ingested_at); DuckDB only: the
-    Spark engine keeps no per-row link to its files' ingestion time."""
-    if quantiles.engine_name(con) != "duckdb":
-        return None
-    return {r["network_bucket"]: {"rows": r["rows"], "median_hours": r["median_hours"], "p95_hours": r["p95_hours"]}
-            for r in sqlfiles.dicts(con, "gate/arrival_lag", params)}
-
-
 def _days_observed(con: Any, params: dict[str, Any]) -> float:
     """Days from the release's first row in the window to the window's end."""
     first = sqlfiles.run(con, "gate/first_seen", params).fetchone()[0]
@@ -1125,41 +1124,34 @@ def require_release(con: duckdb.DuckDBPyConnection, release: str) -> None:
                              "Did you ingest its files? (pipeline ingest PATH)")
 
 
-def budget_params(config: Config) -> dict[str, Any]:
-    """The p95 budgets of every task with its own settings, as the list parameters segment_counts.sql reads."""
-    tasks = sorted(config.task_overrides or {})
-    params: dict[str, Any] = {"budget_tasks": tasks}
-    for spec in GATES:
-        if spec.kind == "p95_budget":
-            params[f"{spec.figure}_budget"] = [float(getattr(getattr(config.gates_for(t), spec.name),
-                                                             spec.threshold_key)) for t in tasks]
-            params[f"{spec.figure}_default"] = float(getattr(getattr(config.gates, spec.name), spec.threshold_key))
-    return params
-
-
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                   as_of: datetime | None = None, now: datetime | None = None,
                   holdback_share: float | None = None) -> GateResult:
-    """The release's gate result. holdback_share: the hold-back share this release declares, over the
-    config's assignment.holdback_share (`pipeline gate --holdback-share`)."""
+    """The release's gate result over the whole days before as_of (pipeline/gate/window.py). holdback_share:
+    the hold-back share this release declares, over the config's assignment.holdback_share
+    (`pipeline gate --holdback-share`)."""
     declared_by = "config"
     if holdback_share is not None:
         config = dataclasses.replace(config, assignment=dataclasses.replace(config.assignment,
                                                                             holdback_share=holdback_share))
         declared_by = "--holdback-share"
     now = clock.now(now or as_of)
-    estimator = quantiles.estimator(con, config)  # exact, or the rollup's sketch (whole days: as of midnight)
-    as_of = quantiles.window_end(as_of or now, estimator)
+    as_of = as_of or now
     require_release(con, release)
-    window_end = as_of - timedelta(hours=config.completeness_lag_hours)
-    window_start = window_end - timedelta(days=config.window_days)
-    params = {"release": release, "window_start": window_start, "window_end": window_end}
-    error = config.engine.sketch_relative_error if estimator == quantiles.SKETCH else None
-    counts_params = {**params, **budget_params(config), "weight_cap": config.statistics.weight_cap()}
-    figures = _Figures(sqlfiles.dicts(con, COUNTS_SQL, counts_params),
-                       quantiles.segment_quantiles(con, params, config),
-                       sqlfiles.dicts(con, WEAK_SQL, params), error,
-                       quantiles.HISTOGRAMS_SQL if error else QUANTILES_SQL)
+    window = gate_window(as_of, config)
+    with source.reading(con, config, window, release) as read_from:
+        result, measure = _evaluate(con, release, config, as_of, now, window, declared_by)
+        result.source = read_from
+        _judge_kept(con, result, measure, config)
+    return result
+
+
+def _evaluate(con: Any, release: str, config: Config, as_of: datetime, now: datetime, window: Window,
+              declared_by: str) -> tuple[GateResult, _Measure]:
+    params = window.params(release)
+    error = config.engine.sketch_relative_error
+    figures = _Figures(sqlfiles.dicts(con, COUNTS_SQL, {**params, "weight_cap": config.statistics.weight_cap()}),
+                       quantiles.segment_quantiles(con, params, config), sqlfiles.dicts(con, WEAK_SQL, params), error)
     kill_codes = list(config.gates.kill_rate.kill_codes)
     device_days = {_level_key(r): r for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, {**params, "kill_codes": kill_codes})}
     error_days: dict[tuple, dict[str, int]] = {}
@@ -1175,19 +1167,26 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
             release_wide[GateName.KILL_RATE] = kills
         release_wide[GateName.RETENTION] = measure.release_retention()
     gatekeepers = measure.gatekeepers() if segments else {}
-    result = GateResult(release, now, as_of, window_start, config.source, config.digest, segments, release_wide,
+    result = GateResult(release, now, as_of, window, config.source, config.digest, segments, release_wide,
                         gatekeepers=gatekeepers, cloud_only=not segments and figures.get("cloud", ()) is not None,
-                        quantiles={"estimator": estimator, "relative_error": error,
+                        quantiles={"estimator": quantiles.SKETCH, "relative_error": error,
                                    "engine": quantiles.engine_name(con)},
-                        held_back_hours=config.completeness_lag_hours, arrival_lag=_arrival_lag(con, params))
+                        held_back_hours=config.completeness_lag_hours,
+                        arrival_lag=quantiles.arrival_lag(con, params, config))
     _settle(result.checks(), config, _days_observed(con, params))
     if segments:
         result.assignment = assignment.check(con, params, config, declared_by)
         assignment.apply([(s.task, s.device_tier, c) for s in segments for c in s.checks.values()]
                          + [(None, None, c) for c in release_wide.values()], result.assignment)
-    kills = release_wide.get(GateName.KILL_RATE)
-    rolled = [s.key for s in segments if s.decision == Verdict.ROLLBACK_TO_CLOUD]
-    if kills is not None and kills.status == Status.FAIL and rolled and len(rolled) < len(segments):
-        kept = sqlfiles.dicts(con, KEPT_DAYS_SQL, {**params, "kill_codes": kill_codes, "excluded": rolled})
+    return result, measure
+
+
+def _judge_kept(con: Any, result: GateResult, measure: _Measure, config: Config) -> None:
+    """kill_rate's release-wide check, re-judged on the edge traffic the release keeps when some segments roll back."""
+    kills = result.release_wide.get(GateName.KILL_RATE)
+    rolled = [s.key for s in result.segments if s.decision == Verdict.ROLLBACK_TO_CLOUD]
+    if kills is not None and kills.status == Status.FAIL and rolled and len(rolled) < len(result.segments):
+        params = {**result.window.params(result.release), "kill_codes": list(config.gates.kill_rate.kill_codes),
+                  "excluded": rolled}
+        kept = sqlfiles.dicts(con, KEPT_DAYS_SQL, params)
         measure.judge_kept(kills, kept[0] if kept else {}, rolled)
-    return result

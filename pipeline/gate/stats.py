@@ -549,6 +549,31 @@ def _last_true(holds: Callable[[int], bool], last: int) -> int | None:
     return a
 
 
+def anova_design_effect(devices: int, n: float, n_nn: float, log_sum: float, log_sq: float,
+                        log_between: float) -> float:
+    """The design effect 1 + rho (sum n_i^2 / n - 1) of a share of n values from `devices` devices, with rho
+    the one-way ANOVA estimate of the intraclass correlation of ln x by device (Donner 1986, "A review of
+    inference procedures for the intraclass correlation coefficient in the one-way random effects model"):
+    n_i values of device i, s_i = sum ln x, q_i = sum (ln x)^2; log_sum = sum s_i, log_sq = sum q_i,
+    log_between = sum s_i^2 / n_i. The share of values above a quantile is an indicator of ln x crossing a
+    threshold; for a Gaussian latent variable its intraclass correlation is at most the latent one (a phi
+    coefficient is at most the tetrachoric correlation), so this errs on the large side. One device: its
+    values are counted as fully correlated (sum n_i^2 / n)."""
+    if n <= 0:
+        return math.nan
+    cluster = n_nn / n  # the design effect of fully correlated values
+    if devices < 2:
+        return cluster
+    if n <= devices:  # one value per device: nothing to correlate
+        return 1.0
+    within = max(0.0, log_sq - log_between) / (n - devices)
+    between = max(0.0, log_between - log_sum * log_sum / n) / (devices - 1)
+    n0 = (n - n_nn / n) / (devices - 1)
+    device_var = max(0.0, (between - within) / n0)
+    rho = device_var / (device_var + within) if device_var + within > 0 else 1.0
+    return 1 + rho * (cluster - 1)
+
+
 def hall_sheather(n: float, p: float, confidence: float) -> float:
     """Hall & Sheather (1988) bandwidth for the sparsity function at the p-quantile."""
     x = _N.inv_cdf(p)

@@ -36,10 +36,10 @@ from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import CLOUD_COMPARISONS, GateName
 from pipeline.common.vocabulary import Status
 from pipeline.gate import stats
-from pipeline.gate.evaluate import GateResult, budget_params, evaluate_gate, require_release
+from pipeline.gate.evaluate import GateResult, evaluate_gate, require_release
 from pipeline.rollout import state as rollout
 from pipeline.warehouse import db, sqlfiles
-from pipeline.warehouse.aggregate import use_settings
+from pipeline.warehouse.aggregate import budget_params, use_settings
 
 USER_FALLBACK = "edited"
 

@@ -1,12 +1,17 @@
-"""The daily rollup: release x day x task x route x device_tier x network_bucket.
+"""The rollups, kept per (release, day):
+
+- rollup_daily: release x day x task x route x device_tier x network_bucket, for reading and ad hoc SQL;
+- rollup_hist: the same groups' log-bucket histograms of each budgeted figure (and of arrival lag);
+- rollup_device_day: per device-day and group, the counts and sums the gate's device-level tests read
+  (the gate reads only rollup_device_day and rollup_hist: docs/how-the-gate-decides.md).
 
 Refreshed incrementally: only the (release, day) pairs that rows of files newer
 than the last refresh fall on are deleted and recomputed, in one transaction.
 The exact quantiles hold every value of their group in memory, so the days are
 recomputed in chunks of about CHUNK_ROWS stored rows (a bigger day is a chunk of
 its own): the refresh's memory follows the chunk, not the run or the warehouse.
-A change of the thresholds derived fields use (network bucket, daily cap)
-rebuilds everything, since every stored figure depends on them.
+A change of a setting stored figures depend on (network buckets, daily cap, a p95
+budget, the histograms' error) rebuilds everything.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ import duckdb
 
 from pipeline.common import clock
 from pipeline.common.config import Config
+from pipeline.common.registry import GATES
 from pipeline.warehouse import handle, sketch, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
 CHUNK_ROWS = 1_000_000  # stored rows recomputed per pass of rollups/insert_days (whole days)
+ROLLUP_TABLES = ("rollup_daily", "rollup_hist", "rollup_device_day")
 
 
 @dataclass
@@ -52,22 +59,25 @@ class RefreshResult:
         return f"rollup {kind}: {self.groups} groups for {spans} in {self.seconds:.2f} s"
 
 
-def histogram_error(config: Config, engine: str = "duckdb") -> float | None:
-    """The sketch's relative error when the rollup keeps log-bucket histograms for this engine (engine.quantiles
-    resolves to sketch), else None."""
-    from pipeline.warehouse.engine import SKETCH, quantile_estimator
-
-    return config.engine.sketch_relative_error if quantile_estimator(engine, config) == SKETCH else None
-
-
-def settings_digest(config: Config, engine: str = "duckdb") -> str:
-    """What every stored rollup figure depends on: a change rebuilds the rollup."""
+def settings_digest(config: Config) -> str:
+    """What every stored rollup figure depends on: a change rebuilds the rollups."""
     n = config.network
-    text = json.dumps([n.weak_rtt_ms, list(n.weak_network_types), n.daily_edge_seconds_cap])
-    error = histogram_error(config, engine)
-    if error is not None:  # unchanged without histograms, so exact installs keep their digest
-        text += f"|histograms:{error!r}"
+    text = json.dumps([n.weak_rtt_ms, list(n.weak_network_types), n.daily_edge_seconds_cap,
+                       config.engine.sketch_relative_error, budget_params(config)], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def budget_params(config: Config) -> dict[str, Any]:
+    """The p95 budgets of every task with its own settings, as the list parameters rollups/insert_device_days.sql
+    reads (`<figure>_budget` in the order of `budget_tasks`, `<figure>_default` for the other tasks)."""
+    tasks = sorted(config.task_overrides or {})
+    params: dict[str, Any] = {"budget_tasks": tasks}
+    for spec in GATES:
+        if spec.kind == "p95_budget":
+            params[f"{spec.figure}_budget"] = [float(getattr(getattr(config.gates_for(t), spec.name),
+                                                             spec.threshold_key)) for t in tasks]
+            params[f"{spec.figure}_default"] = float(getattr(getattr(config.gates, spec.name), spec.threshold_key))
+    return params
 
 
 def use_settings(con: duckdb.DuckDBPyConnection, config: Config) -> None:
@@ -112,26 +122,38 @@ def refresh(warehouse: Warehouse | Path, config: Config, full: bool = False,
         try:
             save_settings(con, config, digest, now)
             if full:
-                con.execute("DELETE FROM rollup_daily")
-                con.execute("DELETE FROM rollup_hist")
+                for table in ROLLUP_TABLES:
+                    con.execute(f"DELETE FROM {table}")
             sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after})
             day_rows = sqlfiles.run(con, "rollups/day_rows").fetchall()
             groups = 0
             if day_rows:
-                sqlfiles.run(con, "rollups/delete_days")
-                sqlfiles.run(con, "rollups/delete_hist_days")
-            error = histogram_error(config)
+                for table in ("days", "hist_days", "device_days"):
+                    sqlfiles.run(con, f"rollups/delete_{table}")
             for first, last in day_chunks([rows for _, _, rows in day_rows], CHUNK_ROWS):
                 sqlfiles.run(con, "rollups/chunk_days", {"first": first, "last": last})
-                groups += sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
-                if error is not None:  # the sketch's daily partials (pipeline/warehouse/sketch.py)
-                    sqlfiles.run(con, "rollups/insert_hist_days", {"log_gamma": sketch.log_gamma(error)})
+                groups += insert_chunk(con, config, now)
             save_state(con, digest, now)
             con.commit()
         except BaseException:
             con.rollback()
             raise
     return RefreshResult(full, [(r, d) for r, d, _ in day_rows], groups, time.perf_counter() - start)
+
+
+def insert_chunk(con: duckdb.DuckDBPyConnection, config: Config, now: datetime) -> int:
+    """Recompute every rollup for the days of the temp table chunk_days; the number of rollup_daily groups."""
+    groups = sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
+    insert_gate_rollups(con, config)
+    return groups
+
+
+def insert_gate_rollups(con: duckdb.DuckDBPyConnection, config: Config) -> None:
+    """The rollups the gate reads (rollup_hist, rollup_device_day) for the days of the temp table chunk_days."""
+    log_gamma = {"log_gamma": sketch.log_gamma(config.engine.sketch_relative_error)}
+    sqlfiles.run(con, "rollups/insert_hist_days", log_gamma)
+    sqlfiles.run(con, "rollups/insert_lag_days", log_gamma)
+    sqlfiles.run(con, "rollups/insert_device_days", budget_params(config))
 
 
 def day_chunks(rows: list[int], budget: int) -> list[tuple[int, int]]:

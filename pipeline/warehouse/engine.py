@@ -17,10 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pipeline.common.config import Config
-
-SKETCH = "log_histogram"  # the name of the sketch estimator in every output
-EXACT = "exact"
+SKETCH = "log_histogram"  # the name of the quantile estimator in every output
 
 
 @dataclass
@@ -79,13 +76,3 @@ class DuckDBEngine:
 def engine_name(engine: Any) -> str:
     """'duckdb' for a DuckDB connection or DuckDBEngine, 'spark' for a SparkEngine."""
     return getattr(engine, "engine_name", "duckdb")
-
-
-def quantile_estimator(engine: Any, config: Config) -> str:
-    """EXACT or SKETCH for an engine (or its name): the config's choice, `auto` meaning exact on DuckDB and the
-    sketch on Spark."""
-    chosen = config.engine.quantiles
-    if chosen == "auto":
-        name = engine if isinstance(engine, str) else engine_name(engine)
-        return SKETCH if name == "spark" else EXACT
-    return SKETCH if chosen == "sketch" else EXACT

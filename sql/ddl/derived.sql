@@ -60,6 +60,24 @@ CREATE TABLE IF NOT EXISTS rollup_hist (
     bin BIGINT NOT NULL,                   -- log bucket (pipeline/warehouse/sketch.py)
     n BIGINT NOT NULL
 );
+-- the gate's input (sql/rollups/insert_device_days.sql): per release, day, device and group, the counts and sums of
+-- every device-level test. A device's window totals are sums of its days, a segment's sums over its devices, so
+-- the gate reads device-days, not events. `*_over` count values above the task's p95 budget at refresh time (the
+-- budgets are in the settings digest: moving one rebuilds); the matrix attributes are the device's last of the day.
+CREATE TABLE IF NOT EXISTS rollup_device_day (
+    release VARCHAR NOT NULL, day DATE NOT NULL, device_id VARCHAR NOT NULL, task VARCHAR NOT NULL,
+    route VARCHAR NOT NULL, device_tier VARCHAR NOT NULL, network_bucket VARCHAR NOT NULL,
+    soc VARCHAR, os_version VARCHAR, mem_class_gb DOUBLE, npu_ready BOOLEAN, model_id VARCHAR, app_version VARCHAR,
+    first_at TIMESTAMP NOT NULL, last_at TIMESTAMP NOT NULL,
+    rows BIGINT NOT NULL, adopted BIGINT NOT NULL, fallbacks BIGINT NOT NULL, failures BIGINT NOT NULL,
+    detected BIGINT NOT NULL, throttled_n BIGINT NOT NULL, throttled BIGINT NOT NULL,
+    peak_n BIGINT NOT NULL, peak_over BIGINT NOT NULL, resident_n BIGINT NOT NULL, resident_over BIGINT NOT NULL,
+    total_n BIGINT NOT NULL, total_over BIGINT NOT NULL, cold_n BIGINT NOT NULL, cold_over BIGINT NOT NULL,
+    rise_n BIGINT NOT NULL, rise_over BIGINT NOT NULL,
+    total_ms_sum DOUBLE,                   -- edge seconds of the device-day (daily_edge_seconds)
+    log_total_sum DOUBLE, log_total_sq DOUBLE,  -- of ln(total_ms): the weak-network p95's design effect
+    error_codes VARCHAR[] NOT NULL         -- the distinct error codes of the group's rows (kill_rate, error_days)
+);
 CREATE TABLE IF NOT EXISTS rollup_state (
     last_file_id INTEGER NOT NULL,
     settings_digest VARCHAR NOT NULL,

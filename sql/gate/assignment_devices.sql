@@ -7,9 +7,9 @@ WITH per_device AS (
     SELECT CASE WHEN grouping(task) = 0 THEN 1 WHEN grouping(app_version) = 0 THEN 2
                 WHEN grouping(os_version) = 0 THEN 3 WHEN grouping(soc) = 0 THEN 4 ELSE 0 END AS dim,
            task, device_tier, app_version, os_version, soc, device_id,
-           bool_or(on_device) AS on_edge, bool_or(NOT on_device) AS on_cloud
-    FROM events_enriched
-    WHERE release = $release AND event_time >= $window_start AND event_time < $window_end
+           bool_or(route <> 'cloud') AS on_edge, bool_or(route = 'cloud') AS on_cloud
+    FROM rollup_device_day
+    WHERE release = $release AND day >= CAST($window_start AS DATE) AND day < CAST($window_end AS DATE)
       AND network_bucket <> $bucket_offline
     GROUP BY GROUPING SETS ((device_id), (task, device_tier, device_id), (app_version, device_id),
                             (os_version, device_id), (soc, device_id))

@@ -1,5 +1,5 @@
 -- name: device_days
--- description: per segment and release-wide, the edge device-days, those over the daily edge-seconds cap and those with a kill, summed per device (the unit of independence)
+-- description: per segment and release-wide, the edge device-days, those over the daily edge-seconds cap and those with a kill, summed per device (the unit of independence), from the device-day rollup
 -- params: release, window_start, window_end, kill_codes
 -- A segment's device-day is a day with edge rows of that segment; release-wide, a day with any edge row. The
 -- cap is on a device's whole day of edge inference, across tasks and networks; a kill day is a device-day of
@@ -7,13 +7,14 @@
 -- Per device: days (n), over_cap and kill_days (k); summed with their squares and cross products as in
 -- segment_counts.sql, for the device-level variance of pipeline/gate/stats.py.
 WITH picked AS (
-    SELECT task, device_tier, network_bucket, device_id, day, total_ms,
-           coalesce(list_contains($kill_codes, error_code), false) AS killed
-    FROM events_enriched
-    WHERE release = $release AND event_time >= $window_start AND event_time < $window_end AND on_device
+    SELECT task, device_tier, network_bucket, device_id, day, total_ms_sum,
+           list_has_any(error_codes, $kill_codes) AS killed
+    FROM rollup_device_day
+    WHERE release = $release AND day >= CAST($window_start AS DATE) AND day < CAST($window_end AS DATE)
+      AND route <> 'cloud'
 ),
 totals AS (
-    SELECT device_id, day, sum(total_ms) / 1000.0 AS edge_seconds FROM picked GROUP BY device_id, day
+    SELECT device_id, day, sum(total_ms_sum) / 1000.0 AS edge_seconds FROM picked GROUP BY device_id, day
 ),
 level_days AS (
     SELECT task, device_tier, network_bucket, device_id, day,

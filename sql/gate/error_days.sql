@@ -1,11 +1,11 @@
 -- name: error_days
--- description: per segment and release-wide, the edge device-days with each error_code (reported beside kill_rate)
+-- description: per segment and release-wide, the edge device-days with each error_code (reported beside kill_rate), from the device-day rollup
 -- params: release, window_start, window_end
 WITH coded AS (
-    SELECT task, device_tier, network_bucket, device_id, day, error_code
-    FROM events_enriched
-    WHERE release = $release AND event_time >= $window_start AND event_time < $window_end AND on_device
-      AND error_code IS NOT NULL
+    SELECT task, device_tier, network_bucket, device_id, day, unnest(error_codes) AS error_code
+    FROM rollup_device_day
+    WHERE release = $release AND day >= CAST($window_start AS DATE) AND day < CAST($window_end AS DATE)
+      AND route <> 'cloud'
 ),
 level_days AS (
     SELECT task, device_tier, network_bucket, error_code,

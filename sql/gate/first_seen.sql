@@ -1,6 +1,6 @@
 -- name: first_seen
--- description: the release's first event time in the window (how many days of inflow the window holds)
+-- description: the release's first event time in the window (how many days of inflow the window holds), from the device-day rollup
 -- params: release, window_start, window_end
-SELECT min(event_time) AS first_seen
-FROM events_enriched
-WHERE release = $release AND event_time >= $window_start AND event_time < $window_end
+SELECT min(first_at) AS first_seen
+FROM rollup_device_day
+WHERE release = $release AND day >= CAST($window_start AS DATE) AND day < CAST($window_end AS DATE)

@@ -1,5 +1,5 @@
 -- name: retention
--- description: per arm and first task x tier, and per arm release-wide, the devices first seen early enough in the window to be seen again horizon days later, and how many were (the retention guardrail, unit device)
+-- description: per arm and first task x tier, and per arm release-wide, the devices first seen early enough in the window to be seen again horizon days later, and how many were (the retention guardrail, unit device), from the device-day rollup
 -- params: release, window_start, window_end, cohort_end, horizon_seconds
 -- A device's arm is its online requests' (only edge or only cloud; a device on both is a leak the assignment
 -- check counts, and is left out here); its task is its first request's. It is in the cohort when its first
@@ -7,12 +7,12 @@
 -- request of the release at least the horizon after its first. arm_devices counts every device of the arm (the
 -- users a drop in returning applies to: pipeline ledger prices it).
 WITH devices AS (
-    SELECT device_id, min(device_tier) AS device_tier, arg_min(task, event_time) AS task,
-           min(event_time) AS first_seen, max(event_time) AS last_seen,
-           bool_or(on_device AND network_bucket <> $bucket_offline) AS on_edge,
-           bool_or(NOT on_device AND network_bucket <> $bucket_offline) AS on_cloud
-    FROM events_enriched
-    WHERE release = $release AND event_time >= $window_start AND event_time < $window_end
+    SELECT device_id, min(device_tier) AS device_tier, arg_min(task, first_at) AS task,
+           min(first_at) AS first_seen, max(last_at) AS last_seen,
+           bool_or(route <> 'cloud' AND network_bucket <> $bucket_offline) AS on_edge,
+           bool_or(route = 'cloud' AND network_bucket <> $bucket_offline) AS on_cloud
+    FROM rollup_device_day
+    WHERE release = $release AND day >= CAST($window_start AS DATE) AND day < CAST($window_end AS DATE)
     GROUP BY device_id
 ),
 arms AS (

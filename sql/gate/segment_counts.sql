@@ -1,11 +1,11 @@
 -- name: segment_counts
--- description: per side (edge | cloud) and level (segment, task x tier, task x bucket, task, release): per-device sums of every rate the gate tests
--- params: release, window_start, window_end, weight_cap, budget_tasks, peak_budget, resident_budget, total_budget, cold_budget, rise_budget, peak_default, resident_default, total_default, cold_default, rise_default
--- The unit of independence is the device: stage 1 counts per device (within each level), stage 2
--- sums those counts and their squares, from which pipeline/gate/stats.py gets each ratio's
--- cluster-robust variance (k = numerator, n = denominator: <k>, <k>_kk = sum k_i^2, <k>_kn = sum k_i n_i,
--- <n>, <n>_nn = sum n_i^2, <n>_devices = devices with n_i > 0). `*_over` counts values above the task's p95 budget ($budget_tasks
--- names the tasks with their own budget, the *_budget lists hold them in the same order).
+-- description: per side (edge | cloud) and level (segment, task x tier, task x bucket, task, release): per-device sums of every rate the gate tests, from the device-day rollup
+-- params: release, window_start, window_end, weight_cap
+-- The unit of independence is the device: stage 1 sums each device's days (within each level) from
+-- rollup_device_day, stage 2 sums those counts and their squares, from which pipeline/gate/stats.py gets each
+-- ratio's cluster-robust variance (k = numerator, n = denominator: <k>, <k>_kk = sum k_i^2, <k>_kn = sum k_i n_i,
+-- <n>, <n>_nn = sum n_i^2, <n>_devices = devices with n_i > 0). `*_over` counts values above the task's p95
+-- budget (counted per row by the rollup). The window is whole days: [window_start, window_end) are midnights.
 -- The estimand (gates/admission.yaml statistics.estimand) weighs each device's rows in the rate and comparison
 -- gates: a device with n rows of which k count weighs w = least(n, $weight_cap) (1: every device once, the
 -- mean of per-device rates; a huge cap: every row once) and contributes w * k / n. For those ratios
@@ -14,38 +14,22 @@
 -- weighted sums, `<n>_nn`, `<k>_kk`, `<k>_kn` their squares and cross products, `<n>_ind` = sum w^2 / n
 -- (the variance if rows were independent). The p95 budgets count requests (a p95 is a request quantile).
 WITH picked AS (
-    SELECT *, CASE WHEN on_device THEN 'edge' ELSE 'cloud' END AS side,
-           list_position($budget_tasks, task) AS budget_at
-    FROM events_enriched
-    WHERE release = $release AND event_time >= $window_start AND event_time < $window_end
-),
-budgeted AS (
-    SELECT *,
-           coalesce(list_extract($peak_budget, budget_at), $peak_default) AS peak_budget,
-           coalesce(list_extract($resident_budget, budget_at), $resident_default) AS resident_budget,
-           coalesce(list_extract($total_budget, budget_at), $total_default) AS total_budget,
-           coalesce(list_extract($cold_budget, budget_at), $cold_default) AS cold_budget,
-           coalesce(list_extract($rise_budget, budget_at), $rise_default) AS rise_budget
-    FROM picked
+    SELECT *, CASE WHEN route = 'cloud' THEN 'cloud' ELSE 'edge' END AS side,
+           CASE WHEN network_bucket <> $bucket_offline THEN rows ELSE 0 END AS online_rows,
+           CASE WHEN network_bucket <> $bucket_offline THEN adopted ELSE 0 END AS online_adopted
+    FROM rollup_device_day
+    WHERE release = $release AND day >= CAST($window_start AS DATE) AND day < CAST($window_end AS DATE)
 ),
 per_device AS (
     SELECT side, task, device_tier, network_bucket,
            grouping(task) * 4 + grouping(device_tier) * 2 + grouping(network_bucket) AS level,
-           count(*) AS rows,
-           count(*) FILTER (WHERE adopted) AS adopted,
-           count(*) FILTER (WHERE network_bucket <> $bucket_offline) AS online_rows,
-           count(*) FILTER (WHERE adopted AND network_bucket <> $bucket_offline) AS online_adopted,
-           count(*) FILTER (WHERE fallback) AS fallbacks,
-           count(*) FILTER (WHERE failure) AS failures,
-           count(*) FILTER (WHERE failure AND detected_failure) AS detected,
-           count(throttled) AS throttled_n, count(*) FILTER (WHERE throttled) AS throttled,
-           count(peak_mem_ratio) AS peak_n, count(*) FILTER (WHERE peak_mem_ratio > peak_budget) AS peak_over,
-           count(resident_mem_ratio) AS resident_n,
-           count(*) FILTER (WHERE resident_mem_ratio > resident_budget) AS resident_over,
-           count(total_ms) AS total_n, count(*) FILTER (WHERE total_ms > total_budget) AS total_over,
-           count(cold_start_ms) AS cold_n, count(*) FILTER (WHERE cold_start_ms > cold_budget) AS cold_over,
-           count(temp_rise_c) AS rise_n, count(*) FILTER (WHERE temp_rise_c > rise_budget) AS rise_over
-    FROM budgeted
+           sum(rows) AS rows, sum(adopted) AS adopted, sum(online_rows) AS online_rows,
+           sum(online_adopted) AS online_adopted, sum(fallbacks) AS fallbacks, sum(failures) AS failures,
+           sum(detected) AS detected, sum(throttled_n) AS throttled_n, sum(throttled) AS throttled,
+           sum(peak_n) AS peak_n, sum(peak_over) AS peak_over, sum(resident_n) AS resident_n,
+           sum(resident_over) AS resident_over, sum(total_n) AS total_n, sum(total_over) AS total_over,
+           sum(cold_n) AS cold_n, sum(cold_over) AS cold_over, sum(rise_n) AS rise_n, sum(rise_over) AS rise_over
+    FROM picked
     GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket, device_id), (side, task, device_tier, device_id),
                             (side, task, network_bucket, device_id), (side, task, device_id), (side, device_id))
 ),

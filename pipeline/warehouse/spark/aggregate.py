@@ -1,5 +1,6 @@
-"""`pipeline aggregate --engine spark`: the daily rollup and its histograms, recomputed per (release, day)
-partition with the same SQL as on DuckDB (sql/rollups/insert_days.sql, insert_hist_days.sql, transpiled).
+"""`pipeline aggregate --engine spark`: the daily rollup, its histograms and the device-day rollup, recomputed per
+(release, day) partition with the same SQL as on DuckDB (sql/rollups/insert_days.sql, insert_hist_days.sql,
+insert_device_days.sql, transpiled).
 
 The days to recompute are the ones the Spark ingest marked (`rollup_stale_days` in the DuckDB file: every
 partition it wrote or rewrote), or every events partition for a full rebuild (`--full`, or a change of the
@@ -16,7 +17,14 @@ from pathlib import Path
 from pipeline.common import clock
 from pipeline.common.config import Config
 from pipeline.warehouse import db, handle, sketch, sqlfiles
-from pipeline.warehouse.aggregate import RefreshResult, histogram_error, save_settings, save_state, settings_digest
+from pipeline.warehouse.aggregate import (
+    ROLLUP_TABLES,
+    RefreshResult,
+    budget_params,
+    save_settings,
+    save_state,
+    settings_digest,
+)
 from pipeline.warehouse.spark import batches
 from pipeline.warehouse.spark.engine import SparkEngine
 from pipeline.warehouse.spark.storage import new_batch_id
@@ -27,7 +35,7 @@ def refresh_spark(where: handle.Warehouse | Path, engine: SparkEngine, config: C
     from pyspark.sql import functions as F
 
     now = clock.now(now)
-    digest = settings_digest(config, "spark")
+    digest = settings_digest(config)
     start = time.perf_counter()
     warehouse = engine.warehouse
     with handle.of(where, "aggregate") as wh:
@@ -43,7 +51,7 @@ def refresh_spark(where: handle.Warehouse | Path, engine: SparkEngine, config: C
         groups = 0
         clear: dict[str, set[tuple[str, ...]]] = {}
         if full:  # a rebuild drops every stored day, also the ones no event falls on any more
-            clear = {t: set(warehouse.partitions(t)) for t in ("rollup_daily", "rollup_hist")}
+            clear = {t: set(warehouse.partitions(t)) for t in ROLLUP_TABLES}
         if days:
             touched = engine.spark.createDataFrame([(r, date.fromisoformat(d)) for r, d in days],
                                                    "release STRING, day DATE")
@@ -54,13 +62,14 @@ def refresh_spark(where: handle.Warehouse | Path, engine: SparkEngine, config: C
              .withColumn("date", F.date_format("day", "yyyy-MM-dd"))
              .write.partitionBy("release", "date").mode("overwrite").parquet(daily.path))
             groups = engine.spark.read.parquet(daily.path).count()
-            error = histogram_error(config, "spark")
-            if error is not None:  # the sketch's daily partials (pipeline/warehouse/sketch.py)
-                (engine.frame("rollups/insert_hist_days", {"log_gamma": sketch.log_gamma(error)})
+            log_gamma = {"log_gamma": sketch.log_gamma(config.engine.sketch_relative_error)}
+            for table, relname, params in (("rollup_hist", "rollups/insert_hist_days", log_gamma),
+                                           ("rollup_device_day", "rollups/insert_device_days", budget_params(config))):
+                (engine.frame(relname, params)
                  .withColumn("date", F.date_format("day", "yyyy-MM-dd"))
                  .write.partitionBy("release", "date").mode("overwrite")
-                 .parquet(warehouse.staged(batch, "rollup_hist", "replace").path))
-            for table in ("rollup_daily", "rollup_hist"):
+                 .parquet(warehouse.staged(batch, table, "replace").path))
+            for table in ROLLUP_TABLES:
                 clear.setdefault(table, set()).update(days)
         try:
             with wh.writing() as con, db.transaction(con):

@@ -34,7 +34,6 @@ SPARK_FILES: tuple[str, ...] = (
     "gate/releases",
     "gate/active_releases",
     "gate/segment_counts",
-    "gate/segment_quantiles",
     "gate/device_days",
     "gate/error_days",
     "gate/kept_device_days",
@@ -47,6 +46,7 @@ SPARK_FILES: tuple[str, ...] = (
     "backtest/source",
     "rollups/insert_days",
     "rollups/insert_hist_days",
+    "rollups/insert_device_days",
 )
 
 

@@ -4,6 +4,7 @@
     quarantine/date=D/                rows that broke rules (date = the day they were quarantined)
     rollup_daily/release=R/date=D/    the daily rollup
     rollup_hist/release=R/date=D/     its log-bucket histograms (the mergeable quantile partials)
+    rollup_device_day/release=R/date=D/  per device-day and group, the counts and sums the gate reads
     _staging/<batch>/<table>.<mode>/  a batch written by Spark, not yet published
 
 Partition columns are read as strings (partition type inference is off in every session), so `release=4.10`
@@ -40,7 +41,8 @@ import pyarrow.fs as pafs
 from pipeline.common.errors import UsageError, first_line
 
 PARTITIONS = {"events": ("release", "date"), "quarantine": ("date",),
-              "rollup_daily": ("release", "date"), "rollup_hist": ("release", "date")}
+              "rollup_daily": ("release", "date"), "rollup_hist": ("release", "date"),
+              "rollup_device_day": ("release", "date")}
 TABLES = tuple(PARTITIONS)
 STAGING = "_staging"
 

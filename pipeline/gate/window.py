@@ -1,0 +1,45 @@
+"""The gate's window, one definition for every engine and command: whole UTC days.
+
+The window is the `window_days` whole UTC days before the day of its cutoff, where cutoff = as_of -
+completeness_lag_hours. The cutoff's own day is left out: it is not over (or its newest hours are held
+back), and the rollups the gate reads are kept per day. So a gate run at 14:14 and one at 23:59 judge the
+same days, and DuckDB and Spark judge the same rows; today's rows count from tomorrow on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from pipeline.common.config import Config
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime  # midnight UTC (naive) of the first day judged
+    end: datetime  # midnight UTC of the first day not judged: the cutoff's day
+    cutoff: datetime  # as_of - completeness_lag_hours
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days
+
+    def params(self, release: str | None = None) -> dict[str, Any]:
+        """The bound values every windowed sql/ file reads (days with day >= start and day < end)."""
+        out: dict[str, Any] = {"window_start": self.start, "window_end": self.end}
+        return {"release": release, **out} if release is not None else out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": _iso(self.start), "end": _iso(self.end), "days": self.days, "whole_days": True,
+                "not_yet_judged": {"start": _iso(self.end), "end": _iso(self.cutoff)}}
+
+
+def gate_window(as_of: datetime, config: Config) -> Window:
+    cutoff = as_of - timedelta(hours=config.completeness_lag_hours)
+    end = datetime.combine(cutoff.date(), time())
+    return Window(end - timedelta(days=config.window_days), end, cutoff)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,45 @@
+-- name: insert_device_days
+-- description: recompute the device-day rollup (release x day x device x task x route x tier x bucket) for the days in chunk_days: the counts and sums the gate's device-level tests read
+-- params: budget_tasks, peak_budget, resident_budget, total_budget, cold_budget, rise_budget, peak_default, resident_default, total_default, cold_default, rise_default
+-- `*_over` counts values above the task's p95 budget ($budget_tasks names the tasks with their own budget, the
+-- *_budget lists hold them in the same order, as in sql/gate/segment_counts.sql). The matrix attributes are the
+-- device's at its last request of the group that day.
+INSERT INTO rollup_device_day
+WITH picked AS (
+    SELECT e.*, list_position($budget_tasks, e.task) AS budget_at
+    FROM events_enriched e JOIN chunk_days t ON e.release = t.release AND e.day = t.day
+    WHERE e.event_time >= (SELECT min(day) FROM chunk_days)
+      AND e.event_time < (SELECT max(day) FROM chunk_days) + INTERVAL 1 DAY
+),
+budgeted AS (
+    SELECT *,
+           coalesce(list_extract($peak_budget, budget_at), $peak_default) AS peak_budget,
+           coalesce(list_extract($resident_budget, budget_at), $resident_default) AS resident_budget,
+           coalesce(list_extract($total_budget, budget_at), $total_default) AS total_budget,
+           coalesce(list_extract($cold_budget, budget_at), $cold_default) AS cold_budget,
+           coalesce(list_extract($rise_budget, budget_at), $rise_default) AS rise_budget,
+           ln(greatest(total_ms, 1)) AS log_total
+    FROM picked
+)
+SELECT release, day, device_id, task, route, device_tier, network_bucket,
+       arg_max(soc, event_time) AS soc, arg_max(os_version, event_time) AS os_version,
+       arg_max(mem_class_gb, event_time) AS mem_class_gb, arg_max(npu_ready, event_time) AS npu_ready,
+       arg_max(model_id, event_time) AS model_id, arg_max(app_version, event_time) AS app_version,
+       min(event_time) AS first_at, max(event_time) AS last_at,
+       count(*) AS rows,
+       count(*) FILTER (WHERE adopted) AS adopted,
+       count(*) FILTER (WHERE fallback) AS fallbacks,
+       count(*) FILTER (WHERE failure) AS failures,
+       count(*) FILTER (WHERE failure AND detected_failure) AS detected,
+       count(throttled) AS throttled_n, count(*) FILTER (WHERE throttled) AS throttled,
+       count(peak_mem_ratio) AS peak_n, count(*) FILTER (WHERE peak_mem_ratio > peak_budget) AS peak_over,
+       count(resident_mem_ratio) AS resident_n,
+       count(*) FILTER (WHERE resident_mem_ratio > resident_budget) AS resident_over,
+       count(total_ms) AS total_n, count(*) FILTER (WHERE total_ms > total_budget) AS total_over,
+       count(cold_start_ms) AS cold_n, count(*) FILTER (WHERE cold_start_ms > cold_budget) AS cold_over,
+       count(temp_rise_c) AS rise_n, count(*) FILTER (WHERE temp_rise_c > rise_budget) AS rise_over,
+       sum(total_ms) AS total_ms_sum,
+       sum(log_total) AS log_total_sum, sum(log_total * log_total) AS log_total_sq,
+       coalesce(list_sort(list_distinct(list(error_code) FILTER (WHERE error_code IS NOT NULL))), []) AS error_codes
+FROM budgeted
+GROUP BY release, day, device_id, task, route, device_tier, network_bucket
