@@ -13,7 +13,7 @@ from conftest import ROOT, run_cli
 from pipeline.common.config import load_config
 from pipeline.planning.simulate import generate
 from pipeline.warehouse import db, sqlfiles
-from pipeline.warehouse.engine import DuckDBEngine, Rows, engine_name, quantile_estimator
+from pipeline.warehouse.engine import DuckDBEngine, Rows, engine_name
 
 PROBE = """
 import sys
@@ -60,7 +60,6 @@ def test_engine_settings_are_checked_like_every_key(tmp_path):
     config = load_config(good)
     assert (config.engine.name, config.engine.spark.master, config.engine.spark.warehouse) == \
         ("spark", "local[2]", "/data/wh")
-    assert quantile_estimator("spark", config) == "log_histogram" and quantile_estimator("duckdb", config) == "exact"
 
 
 def test_duckdb_engine_runs_a_named_file_as_the_connection_does(tmp_path):

@@ -1126,10 +1126,10 @@ def require_release(con: duckdb.DuckDBPyConnection, release: str) -> None:
 
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                   as_of: datetime | None = None, now: datetime | None = None,
-                  holdback_share: float | None = None) -> GateResult:
+                  holdback_share: float | None = None, from_events: bool = False) -> GateResult:
     """The release's gate result over the whole days before as_of (pipeline/gate/window.py). holdback_share:
     the hold-back share this release declares, over the config's assignment.holdback_share
-    (`pipeline gate --holdback-share`)."""
+    (`pipeline gate --holdback-share`); from_events: read the window's events, not the rollups (source.py)."""
     declared_by = "config"
     if holdback_share is not None:
         config = dataclasses.replace(config, assignment=dataclasses.replace(config.assignment,
@@ -1139,7 +1139,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     as_of = as_of or now
     require_release(con, release)
     window = gate_window(as_of, config)
-    with source.reading(con, config, window, release) as read_from:
+    with source.reading(con, config, window, release, from_events) as read_from:
         result, measure = _evaluate(con, release, config, as_of, now, window, declared_by)
         result.source = read_from
         _judge_kept(con, result, measure, config)

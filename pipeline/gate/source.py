@@ -64,9 +64,10 @@ def stale_reason(engine: Any, config: Config) -> str | None:
 
 
 @contextmanager
-def reading(engine: Any, config: Config, window: Window, release: str) -> Iterator[Source]:
-    """The source of this evaluation; with EVENTS, temporary rollups of the window shadow the stored ones."""
-    reason = stale_reason(engine, config)
+def reading(engine: Any, config: Config, window: Window, release: str, from_events: bool = False) -> Iterator[Source]:
+    """The source of this evaluation; with EVENTS, temporary rollups of the window shadow the stored ones.
+    from_events: roll the window's events up even when the rollup is current (an audit of the rollup)."""
+    reason = "asked for (--from-events)" if from_events else stale_reason(engine, config)
     if reason is None:
         yield Source(ROLLUP)
         return
