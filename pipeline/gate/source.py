@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from pipeline.common.config import Config
+from pipeline.common.config import DEFAULT_CONFIG, Config
 from pipeline.common.errors import UsageError
 from pipeline.gate.window import Window
 from pipeline.warehouse import sqlfiles
@@ -71,7 +72,8 @@ def reading(engine: Any, config: Config, window: Window, release: str, from_even
     if reason is None:
         yield Source(ROLLUP)
         return
-    fix = f"pipeline aggregate --engine {engine_name(engine)}" + (f" --config {config.source}" if config.source else "")
+    custom = config.source and Path(config.source).resolve() != DEFAULT_CONFIG.resolve()
+    fix = f"pipeline aggregate --engine {engine_name(engine)}" + (f" --config {config.source}" if custom else "")
     if engine_name(engine) != "duckdb":
         raise UsageError(f"the gate reads the rollups and {reason}; run: {fix}")
     from pipeline.warehouse.aggregate import insert_gate_rollups
