@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,6 +20,7 @@ from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.stopping import Interrupted
 from pipeline.delivery.alerts import deliver, enqueue, on_change, sent_recently
 from pipeline.gate.evaluate import GateResult, evaluate_gate
+from pipeline.gate.window import gate_window
 from pipeline.ingest import data_quality
 from pipeline.ingest.isolated import ReaderLimits
 from pipeline.ingest.landing import shown
@@ -118,7 +119,7 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             _step(run, "aggregate", t, str(rolled), **rolled.to_dict())
             stopping.check()
             t = time.perf_counter()
-            window = {"window_start": as_of - timedelta(days=config.window_days), "window_end": as_of}
+            window = gate_window(as_of, config).params()
             if engine is not None:
                 active = [r[0] for r in sqlfiles.run(engine, "gate/active_releases", window).fetchall()]
                 results = [evaluate_gate(engine, release, config, as_of=as_of, now=now) for release in active]

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.common import clock
 from pipeline.common.config import Config
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import CLOUD_COMPARISONS, GateName
@@ -39,7 +40,7 @@ from pipeline.gate import stats
 from pipeline.gate.evaluate import GateResult, evaluate_gate, require_release
 from pipeline.rollout import state as rollout
 from pipeline.warehouse import db, sqlfiles
-from pipeline.warehouse.aggregate import budget_params, use_settings
+from pipeline.warehouse.aggregate import budget_params, refresh_on, use_settings
 
 USER_FALLBACK = "edited"
 
@@ -250,6 +251,7 @@ def load_scratch(table: pa.Table, config: Config, threads: int | None = None) ->
     con.execute("INSERT INTO events BY NAME SELECT * FROM variant_rows")
     con.unregister("variant_rows")
     use_settings(con, config)
+    refresh_on(con, config, True, clock.now())  # the rollups the gate reads, built once for every night
     return con
 
 
@@ -310,6 +312,7 @@ def backtest(con: Any, release: str, config: Config, as_of: datetime, nights: in
             if inj and inj.in_warehouse:
                 sqlfiles.run(scratch, "backtest/scale_to_budget",
                              {"factor": 1 + inj.size, "figure": inj.in_warehouse, **_budgets(cfg)})
+                refresh_on(scratch, cfg, True, as_of)  # the rollups the gate reads, of the scaled rows
             _count(result, replay_nights(scratch, release, cfg, first_night, nights))
     return BacktestResult(release, first_night, nights, runs, seed, segment_rows, config,
                           [v for v, *_ in variants])

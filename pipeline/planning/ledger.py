@@ -27,7 +27,7 @@ release:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from pipeline.common.config import CloudCost, Config
 from pipeline.common.errors import UnknownRelease
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.vocabulary import BUCKETS, TIERS
+from pipeline.gate.window import gate_window
 from pipeline.planning.estimates import EstimateTable, estimate_tables
 from pipeline.warehouse import sqlfiles
 
@@ -110,6 +111,7 @@ class Ledger:
     release: str
     as_of: datetime
     window_start: datetime
+    window_end: datetime  # whole days, as the gate's (pipeline/gate/window.py)
     config_source: str
     config_digest: str
     currency: str
@@ -130,7 +132,7 @@ class Ledger:
             "release": self.release,
             "as_of": self.as_of.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "window": {"start": self.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       "end": self.as_of.strftime("%Y-%m-%dT%H:%M:%SZ")},
+                       "end": self.window_end.strftime("%Y-%m-%dT%H:%M:%SZ")},
             "config": {"path": self.config_source, "digest": self.config_digest},
             "currency": self.currency,
             "release_totals": {k: f.to_dict() for k, f in self.totals.items()},
@@ -327,8 +329,8 @@ def compute_ledger(con: duckdb.DuckDBPyConnection, release: str, config: Config,
         if not known:
             raise UnknownRelease("no telemetry in this database yet; ingest some first (pipeline ingest PATH)")
         raise UnknownRelease(f"no release {release!r} in the database; releases present: {', '.join(known)}")
-    window_start = as_of - timedelta(days=config.window_days)
-    params = {"release": release, "window_start": window_start, "window_end": as_of}
+    window = gate_window(as_of, config)  # the gate's whole days
+    window_start, params = window.start, window.params(release)
     cur = sqlfiles.run(con, SEGMENTS_SQL, params)
     cols = [d[0] for d in cur.description]
     segments = []
@@ -340,7 +342,7 @@ def compute_ledger(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     segments.sort(key=_order)
     tasks = sorted({s.task for s in segments})
     tables = estimate_tables(con, params, config, tasks, candidates)
-    return Ledger(release, as_of, window_start, config.source, config.digest, config.costs.currency,
+    return Ledger(release, as_of, window_start, window.end, config.source, config.digest, config.costs.currency,
                   tuple(segments), _release_figures(segments, config, _lost_users(con, params, config)),
                   tuple(tables))
 
@@ -377,7 +379,8 @@ def render_text(ledger: Ledger) -> str:
     from pipeline.common.tables import rows_as
 
     cur = ledger.currency or "(no currency set)"
-    out = [f"ledger {ledger.release}: window {ledger.window_start:%Y-%m-%d %H:%M} .. {ledger.as_of:%Y-%m-%d %H:%M} "
+    out = [f"ledger {ledger.release}: window {ledger.window_start:%Y-%m-%d %H:%M} .. "
+           f"{ledger.window_end:%Y-%m-%d %H:%M} "
            f"UTC, costs from {ledger.config_source} (digest {ledger.config_digest}); amounts in {cur}", ""]
     out.append("Release")
     width = max(len(line_label(n)) for n in RELEASE_LINES)

@@ -16,6 +16,7 @@ import os
 import shutil
 import textwrap
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, TextIO
 
 from pipeline.common.registry import BY_NAME, GATES, GateName
@@ -124,6 +125,14 @@ def _task_limit(checks: list[Any]) -> str:
     return f"<cloud {shown}"
 
 
+def window_text(result: Any) -> str:
+    """The window as whole UTC days, and what waits (pipeline/gate/window.py)."""
+    w = result.window
+    held = f", {result.held_back_hours:g} h held back" if result.held_back_hours else ""
+    return (f"{w.start:%Y-%m-%d} .. {w.end - timedelta(days=1):%Y-%m-%d} UTC ({w.days} whole days; rows from "
+            f"{w.end:%Y-%m-%d %H:%M} count once their day is over{held})")
+
+
 def summary_lines(result: Any) -> list[str]:
     """The verdict and one line of counts: what `gate` prints first."""
     segments = result.segments
@@ -131,9 +140,9 @@ def summary_lines(result: Any) -> list[str]:
     rolled = sum(s.decision == Verdict.ROLLBACK_TO_CLOUD for s in judged)
     lines = [f"verdict for release {result.release}: {result.verdict.upper()} - {result.note}",
              f"{len(segments)} segments: {len(judged)} judged ({rolled} roll back, {len(judged) - rolled} keep edge), "
-             f"{len(segments) - len(judged)} insufficient data; window {result.window_start:%Y-%m-%d %H:%M} .. "
-             f"{result.window_end:%Y-%m-%d %H:%M} UTC" + (f" (rows of the last {result.held_back_hours:g} h held back "
-                                                         "until complete)" if result.held_back_hours else "")]
+             f"{len(segments) - len(judged)} insufficient data; window {window_text(result)}"]
+    if result.source.kind != "rollup":
+        lines.append(f"read from the window's events, not the rollup: {result.source.reason}")
     for name, rw in result.release_wide.items():
         if rw.measured is None:
             continue

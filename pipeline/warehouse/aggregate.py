@@ -112,33 +112,41 @@ def save_state(con: duckdb.DuckDBPyConnection, digest: str, now: datetime) -> No
 def refresh(warehouse: Warehouse | Path, config: Config, full: bool = False,
             now: datetime | None = None) -> RefreshResult:
     now = clock.now(now)
-    digest = settings_digest(config)
     start = time.perf_counter()
     with handle.of(warehouse, "aggregate") as wh, wh.writing() as con:
-        state = sqlfiles.run(con, "rollups/state").fetchone()
-        full = full or state is None or state[1] != digest
-        after = 0 if full else state[0]
-        con.begin()
-        try:
-            save_settings(con, config, digest, now)
-            if full:
-                for table in ROLLUP_TABLES:
-                    con.execute(f"DELETE FROM {table}")
-            sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after})
-            day_rows = sqlfiles.run(con, "rollups/day_rows").fetchall()
-            groups = 0
-            if day_rows:
-                for table in ("days", "hist_days", "device_days"):
-                    sqlfiles.run(con, f"rollups/delete_{table}")
-            for first, last in day_chunks([rows for _, _, rows in day_rows], CHUNK_ROWS):
-                sqlfiles.run(con, "rollups/chunk_days", {"first": first, "last": last})
-                groups += insert_chunk(con, config, now)
-            save_state(con, digest, now)
-            con.commit()
-        except BaseException:
-            con.rollback()
-            raise
+        full, day_rows, groups = refresh_on(con, config, full, now)
     return RefreshResult(full, [(r, d) for r, d, _ in day_rows], groups, time.perf_counter() - start)
+
+
+def refresh_on(con: duckdb.DuckDBPyConnection, config: Config, full: bool,
+               now: datetime) -> tuple[bool, list[tuple[str, date, int]], int]:
+    """The refresh on an open writing connection, in one transaction: (full rebuild?, (release, day, stored
+    rows) recomputed, rollup_daily groups written)."""
+    digest = settings_digest(config)
+    state = sqlfiles.run(con, "rollups/state").fetchone()
+    full = full or state is None or state[1] != digest
+    after = -1 if full else state[0]
+    con.begin()
+    try:
+        save_settings(con, config, digest, now)
+        if full:
+            for table in ROLLUP_TABLES:
+                con.execute(f"DELETE FROM {table}")
+        sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after})
+        day_rows = sqlfiles.run(con, "rollups/day_rows").fetchall()
+        groups = 0
+        if day_rows:
+            for table in ("days", "hist_days", "device_days"):
+                sqlfiles.run(con, f"rollups/delete_{table}")
+        for first, last in day_chunks([rows for _, _, rows in day_rows], CHUNK_ROWS):
+            sqlfiles.run(con, "rollups/chunk_days", {"first": first, "last": last})
+            groups += insert_chunk(con, config, now)
+        save_state(con, digest, now)
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+    return full, day_rows, groups
 
 
 def insert_chunk(con: duckdb.DuckDBPyConnection, config: Config, now: datetime) -> int:
