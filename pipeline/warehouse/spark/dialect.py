@@ -89,6 +89,11 @@ def _anonymous(gen: SparkGenerator, node: exp.Anonymous) -> str:
     return gen.anonymous_sql(node)
 
 
+def _arrays_overlap(gen: SparkGenerator, node: exp.ArrayOverlaps) -> str:
+    """DuckDB's list_has_any(a, b) (SQLGlot's `a && b`, which Spark does not parse)."""
+    return f"ARRAYS_OVERLAP({gen.sql(node, 'this')}, {gen.sql(node, 'expression')})"
+
+
 class PipelineSpark(Spark):
     """Spark SQL as this project writes it (pinned: a SQLGlot upgrade shows up as a golden diff)."""
 
@@ -99,6 +104,7 @@ class PipelineSpark(Spark):
             exp.PercentileCont: _percentile,
             exp.PercentileDisc: _percentile_disc,
             exp.Anonymous: _anonymous,
+            exp.ArrayOverlaps: _arrays_overlap,
         }
 
 

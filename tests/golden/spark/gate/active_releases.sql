@@ -1,7 +1,7 @@
 SELECT DISTINCT
   release
-FROM events
+FROM rollup_daily
 WHERE
-  event_time >= :window_start AND event_time < :window_end
+  day >= CAST(:window_start AS DATE) AND day < CAST(:window_end AS DATE)
 ORDER BY
   release NULLS LAST

@@ -17,13 +17,13 @@ WITH per_device AS (
     os_version,
     soc,
     device_id,
-    BOOL_OR(on_device) AS on_edge,
-    BOOL_OR(NOT on_device) AS on_cloud
-  FROM events_enriched
+    BOOL_OR(route <> 'cloud') AS on_edge,
+    BOOL_OR(route = 'cloud') AS on_cloud
+  FROM rollup_device_day
   WHERE
     release = :release
-    AND event_time >= :window_start
-    AND event_time < :window_end
+    AND day >= CAST(:window_start AS DATE)
+    AND day < CAST(:window_end AS DATE)
     AND network_bucket <> :bucket_offline
   GROUP BY
     GROUPING SETS (

@@ -15,16 +15,16 @@ SELECT
   app_version,
   os_version,
   soc,
-  COUNT(*) FILTER(WHERE
-    NOT on_device) AS cloud,
-  COUNT(*) FILTER(WHERE
-    on_device) AS edge,
+  COALESCE(SUM(rows) FILTER(WHERE
+    route = 'cloud'), 0) AS cloud,
+  COALESCE(SUM(rows) FILTER(WHERE
+    route <> 'cloud'), 0) AS edge,
   0 AS both_arms
-FROM events_enriched
+FROM rollup_device_day
 WHERE
   release = :release
-  AND event_time >= :window_start
-  AND event_time < :window_end
+  AND day >= CAST(:window_start AS DATE)
+  AND day < CAST(:window_end AS DATE)
   AND network_bucket <> :bucket_offline
 GROUP BY
   GROUPING SETS (

@@ -5,19 +5,19 @@ WITH picked AS (
     network_bucket,
     device_id,
     day,
-    total_ms,
-    COALESCE(ARRAY_CONTAINS(:kill_codes, error_code), FALSE) AS killed
-  FROM events_enriched
+    total_ms_sum,
+    ARRAYS_OVERLAP(error_codes, :kill_codes) AS killed
+  FROM rollup_device_day
   WHERE
     release = :release
-    AND event_time >= :window_start
-    AND event_time < :window_end
-    AND on_device
+    AND day >= CAST(:window_start AS DATE)
+    AND day < CAST(:window_end AS DATE)
+    AND route <> 'cloud'
 ), totals AS (
   SELECT
     device_id,
     day,
-    SUM(total_ms) / 1000.0 AS edge_seconds
+    SUM(total_ms_sum) / 1000.0 AS edge_seconds
   FROM picked
   GROUP BY
     device_id,

@@ -5,14 +5,13 @@ WITH coded AS (
     network_bucket,
     device_id,
     day,
-    error_code
-  FROM events_enriched
+    EXPLODE(error_codes) AS error_code
+  FROM rollup_device_day
   WHERE
     release = :release
-    AND event_time >= :window_start
-    AND event_time < :window_end
-    AND on_device
-    AND NOT error_code IS NULL
+    AND day >= CAST(:window_start AS DATE)
+    AND day < CAST(:window_end AS DATE)
+    AND route <> 'cloud'
 ), level_days AS (
   SELECT
     task,

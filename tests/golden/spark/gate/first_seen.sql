@@ -1,5 +1,7 @@
 SELECT
-  MIN(event_time) AS first_seen
-FROM events_enriched
+  MIN(first_at) AS first_seen
+FROM rollup_device_day
 WHERE
-  release = :release AND event_time >= :window_start AND event_time < :window_end
+  release = :release
+  AND day >= CAST(:window_start AS DATE)
+  AND day < CAST(:window_end AS DATE)

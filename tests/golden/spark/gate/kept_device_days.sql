@@ -2,13 +2,13 @@ WITH picked AS (
   SELECT
     device_id,
     day,
-    COALESCE(ARRAY_CONTAINS(:kill_codes, error_code), FALSE) AS killed
-  FROM events_enriched
+    ARRAYS_OVERLAP(error_codes, :kill_codes) AS killed
+  FROM rollup_device_day
   WHERE
     release = :release
-    AND event_time >= :window_start
-    AND event_time < :window_end
-    AND on_device
+    AND day >= CAST(:window_start AS DATE)
+    AND day < CAST(:window_end AS DATE)
+    AND route <> 'cloud'
     AND NOT ARRAY_CONTAINS(:excluded, CONCAT_WS('/', task, device_tier, network_bucket))
 ), per_device AS (
   SELECT

@@ -2,14 +2,16 @@ WITH devices AS (
   SELECT
     device_id,
     MIN(device_tier) AS device_tier,
-    MIN_BY(task, event_time) AS task,
-    MIN(event_time) AS first_seen,
-    MAX(event_time) AS last_seen,
-    BOOL_OR(on_device AND network_bucket <> :bucket_offline) AS on_edge,
-    BOOL_OR(NOT on_device AND network_bucket <> :bucket_offline) AS on_cloud
-  FROM events_enriched
+    MIN_BY(task, first_at) AS task,
+    MIN(first_at) AS first_seen,
+    MAX(last_at) AS last_seen,
+    BOOL_OR(route <> 'cloud' AND network_bucket <> :bucket_offline) AS on_edge,
+    BOOL_OR(route = 'cloud' AND network_bucket <> :bucket_offline) AS on_cloud
+  FROM rollup_device_day
   WHERE
-    release = :release AND event_time >= :window_start AND event_time < :window_end
+    release = :release
+    AND day >= CAST(:window_start AS DATE)
+    AND day < CAST(:window_end AS DATE)
   GROUP BY
     device_id
 ), arms AS (

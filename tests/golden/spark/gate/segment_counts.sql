@@ -1,23 +1,14 @@
 WITH picked AS (
   SELECT
     *,
-    CASE WHEN on_device THEN 'edge' ELSE 'cloud' END AS side,
-    NULLIF(ARRAY_POSITION(:budget_tasks, task), 0) AS budget_at
-  FROM events_enriched
+    CASE WHEN route = 'cloud' THEN 'cloud' ELSE 'edge' END AS side,
+    CASE WHEN network_bucket <> :bucket_offline THEN rows ELSE 0 END AS online_rows,
+    CASE WHEN network_bucket <> :bucket_offline THEN adopted ELSE 0 END AS online_adopted
+  FROM rollup_device_day
   WHERE
-    release = :release AND event_time >= :window_start AND event_time < :window_end
-), budgeted AS (
-  SELECT
-    *,
-    COALESCE(TRY_ELEMENT_AT(:peak_budget, CAST(NULLIF(budget_at, 0) AS INT)), :peak_default) AS peak_budget,
-    COALESCE(
-      TRY_ELEMENT_AT(:resident_budget, CAST(NULLIF(budget_at, 0) AS INT)),
-      :resident_default
-    ) AS resident_budget,
-    COALESCE(TRY_ELEMENT_AT(:total_budget, CAST(NULLIF(budget_at, 0) AS INT)), :total_default) AS total_budget,
-    COALESCE(TRY_ELEMENT_AT(:cold_budget, CAST(NULLIF(budget_at, 0) AS INT)), :cold_default) AS cold_budget,
-    COALESCE(TRY_ELEMENT_AT(:rise_budget, CAST(NULLIF(budget_at, 0) AS INT)), :rise_default) AS rise_budget
-  FROM picked
+    release = :release
+    AND day >= CAST(:window_start AS DATE)
+    AND day < CAST(:window_end AS DATE)
 ), per_device AS (
   SELECT
     side,
@@ -25,38 +16,26 @@ WITH picked AS (
     device_tier,
     network_bucket,
     GROUPING(task) * 4 + GROUPING(device_tier) * 2 + GROUPING(network_bucket) AS level,
-    COUNT(*) AS rows,
-    COUNT(*) FILTER(WHERE
-      adopted) AS adopted,
-    COUNT(*) FILTER(WHERE
-      network_bucket <> :bucket_offline) AS online_rows,
-    COUNT(*) FILTER(WHERE
-      adopted AND network_bucket <> :bucket_offline) AS online_adopted,
-    COUNT(*) FILTER(WHERE
-      fallback) AS fallbacks,
-    COUNT(*) FILTER(WHERE
-      failure) AS failures,
-    COUNT(*) FILTER(WHERE
-      failure AND detected_failure) AS detected,
-    COUNT(throttled) AS throttled_n,
-    COUNT(*) FILTER(WHERE
-      throttled) AS throttled,
-    COUNT(peak_mem_ratio) AS peak_n,
-    COUNT(*) FILTER(WHERE
-      peak_mem_ratio > peak_budget) AS peak_over,
-    COUNT(resident_mem_ratio) AS resident_n,
-    COUNT(*) FILTER(WHERE
-      resident_mem_ratio > resident_budget) AS resident_over,
-    COUNT(total_ms) AS total_n,
-    COUNT(*) FILTER(WHERE
-      total_ms > total_budget) AS total_over,
-    COUNT(cold_start_ms) AS cold_n,
-    COUNT(*) FILTER(WHERE
-      cold_start_ms > cold_budget) AS cold_over,
-    COUNT(temp_rise_c) AS rise_n,
-    COUNT(*) FILTER(WHERE
-      temp_rise_c > rise_budget) AS rise_over
-  FROM budgeted
+    SUM(rows) AS rows,
+    SUM(adopted) AS adopted,
+    SUM(online_rows) AS online_rows,
+    SUM(online_adopted) AS online_adopted,
+    SUM(fallbacks) AS fallbacks,
+    SUM(failures) AS failures,
+    SUM(detected) AS detected,
+    SUM(throttled_n) AS throttled_n,
+    SUM(throttled) AS throttled,
+    SUM(peak_n) AS peak_n,
+    SUM(peak_over) AS peak_over,
+    SUM(resident_n) AS resident_n,
+    SUM(resident_over) AS resident_over,
+    SUM(total_n) AS total_n,
+    SUM(total_over) AS total_over,
+    SUM(cold_n) AS cold_n,
+    SUM(cold_over) AS cold_over,
+    SUM(rise_n) AS rise_n,
+    SUM(rise_over) AS rise_over
+  FROM picked
   GROUP BY
     GROUPING SETS (
       (side, task, device_tier, network_bucket, device_id),

@@ -12,6 +12,7 @@ WITH h AS (
     release = :release
     AND day >= CAST(:window_start AS DATE)
     AND day < CAST(:window_end AS DATE)
+    AND figure <> 'lag'
 )
 SELECT
   side,

@@ -3,51 +3,33 @@ WITH picked AS (
     task,
     device_tier,
     device_id,
-    total_ms,
-    CASE WHEN on_device THEN 'edge' ELSE 'cloud' END AS side
-  FROM events_enriched
+    total_n,
+    log_total_sum,
+    log_total_sq,
+    CASE WHEN route = 'cloud' THEN 'cloud' ELSE 'edge' END AS side
+  FROM rollup_device_day
   WHERE
     release = :release
-    AND event_time >= :window_start
-    AND event_time < :window_end
+    AND day >= CAST(:window_start AS DATE)
+    AND day < CAST(:window_end AS DATE)
     AND network_bucket = :bucket_weak
-    AND NOT total_ms IS NULL
-), p95s AS (
+    AND total_n > 0
+), per_device AS (
   SELECT
     side,
     task,
     device_tier,
     GROUPING(device_tier) * 2 AS level,
-    PERCENTILE(total_ms, 0.95) AS p95
+    device_id,
+    SUM(total_n) AS n,
+    SUM(log_total_sum) AS s,
+    SUM(log_total_sq) AS q
   FROM picked
   GROUP BY
     GROUPING SETS (
-      (side, task, device_tier),
-      (side, task)
+      (side, task, device_tier, device_id),
+      (side, task, device_id)
     )
-), per_device AS (
-  SELECT
-    q.side,
-    q.task,
-    q.device_tier,
-    q.level,
-    p.device_id,
-    COUNT(*) AS total_n,
-    COUNT(*) FILTER(WHERE
-      p.total_ms > q.p95) AS above
-  FROM p95s AS q
-  JOIN picked AS p
-    ON p.side = q.side
-    AND p.task = q.task
-    AND (
-      q.level = 2 OR p.device_tier = q.device_tier
-    )
-  GROUP BY
-    q.side,
-    q.task,
-    q.device_tier,
-    q.level,
-    p.device_id
 )
 SELECT
   side,
@@ -56,11 +38,11 @@ SELECT
   :bucket_weak AS network_bucket,
   level,
   COUNT(*) AS devices,
-  SUM(total_n) AS total_n,
-  SUM(total_n * total_n) AS total_n_nn,
-  SUM(above) AS above,
-  SUM(above * above) AS above_kk,
-  SUM(above * total_n) AS above_kn
+  SUM(n) AS total_n,
+  SUM(n * n) AS total_n_nn,
+  SUM(s) AS log_sum,
+  SUM(q) AS log_sq,
+  SUM(s * s / n) AS log_between
 FROM per_device
 GROUP BY
   side,

@@ -1,0 +1,92 @@
+WITH picked AS (
+  SELECT
+    e.*,
+    NULLIF(ARRAY_POSITION(:budget_tasks, e.task), 0) AS budget_at
+  FROM events_enriched AS e
+  JOIN chunk_days AS t
+    ON e.release = t.release AND e.day = t.day
+  WHERE
+    e.event_time >= (
+      SELECT
+        MIN(day)
+      FROM chunk_days
+    )
+    AND e.event_time < (
+      SELECT
+        MAX(day)
+      FROM chunk_days
+    ) + INTERVAL '1' DAY
+), budgeted AS (
+  SELECT
+    *,
+    COALESCE(TRY_ELEMENT_AT(:peak_budget, CAST(NULLIF(budget_at, 0) AS INT)), :peak_default) AS peak_budget,
+    COALESCE(
+      TRY_ELEMENT_AT(:resident_budget, CAST(NULLIF(budget_at, 0) AS INT)),
+      :resident_default
+    ) AS resident_budget,
+    COALESCE(TRY_ELEMENT_AT(:total_budget, CAST(NULLIF(budget_at, 0) AS INT)), :total_default) AS total_budget,
+    COALESCE(TRY_ELEMENT_AT(:cold_budget, CAST(NULLIF(budget_at, 0) AS INT)), :cold_default) AS cold_budget,
+    COALESCE(TRY_ELEMENT_AT(:rise_budget, CAST(NULLIF(budget_at, 0) AS INT)), :rise_default) AS rise_budget,
+    LN(GREATEST(total_ms, 1)) AS log_total
+  FROM picked
+)
+SELECT
+  release,
+  day,
+  device_id,
+  task,
+  route,
+  device_tier,
+  network_bucket,
+  MAX_BY(soc, event_time) AS soc,
+  MAX_BY(os_version, event_time) AS os_version,
+  MAX_BY(mem_class_gb, event_time) AS mem_class_gb,
+  MAX_BY(npu_ready, event_time) AS npu_ready,
+  MAX_BY(model_id, event_time) AS model_id,
+  MAX_BY(app_version, event_time) AS app_version,
+  MIN(event_time) AS first_at,
+  MAX(event_time) AS last_at,
+  COUNT(*) AS rows,
+  COUNT(*) FILTER(WHERE
+    adopted) AS adopted,
+  COUNT(*) FILTER(WHERE
+    fallback) AS fallbacks,
+  COUNT(*) FILTER(WHERE
+    failure) AS failures,
+  COUNT(*) FILTER(WHERE
+    failure AND detected_failure) AS detected,
+  COUNT(throttled) AS throttled_n,
+  COUNT(*) FILTER(WHERE
+    throttled) AS throttled,
+  COUNT(peak_mem_ratio) AS peak_n,
+  COUNT(*) FILTER(WHERE
+    peak_mem_ratio > peak_budget) AS peak_over,
+  COUNT(resident_mem_ratio) AS resident_n,
+  COUNT(*) FILTER(WHERE
+    resident_mem_ratio > resident_budget) AS resident_over,
+  COUNT(total_ms) AS total_n,
+  COUNT(*) FILTER(WHERE
+    total_ms > total_budget) AS total_over,
+  COUNT(cold_start_ms) AS cold_n,
+  COUNT(*) FILTER(WHERE
+    cold_start_ms > cold_budget) AS cold_over,
+  COUNT(temp_rise_c) AS rise_n,
+  COUNT(*) FILTER(WHERE
+    temp_rise_c > rise_budget) AS rise_over,
+  SUM(total_ms) AS total_ms_sum,
+  SUM(log_total) AS log_total_sum,
+  SUM(log_total * log_total) AS log_total_sq,
+  COALESCE(
+    ARRAY_SORT(ARRAY_DISTINCT(COLLECT_LIST(error_code) FILTER(WHERE
+      NOT error_code IS NULL))),
+    ARRAY()
+  ) AS error_codes
+FROM budgeted
+GROUP BY
+  release,
+  day,
+  device_id,
+  task,
+  route,
+  device_tier,
+  network_bucket
