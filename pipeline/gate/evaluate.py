@@ -1116,7 +1116,7 @@ def releases(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def require_release(con: duckdb.DuckDBPyConnection, release: str) -> None:
     """UnknownRelease, naming the releases present, unless `release` has rows; every command asks this."""
-    if sqlfiles.run(con, "gate/has_release", {"release": release}).fetchone()[0]:
+    if sqlfiles.run(con, "gate/has_release", {"release": release}).fetchall()[0][0]:
         return
     known = releases(con)
     if release not in known:

@@ -53,7 +53,7 @@ def stale_reason(engine: Any, config: Config) -> str | None:
     from pipeline.warehouse.aggregate import settings_digest
 
     with _bookkeeping(engine) as con:
-        last, digest, newest, stale = sqlfiles.run(con, "rollups/freshness").fetchone()
+        last, digest, newest, stale = sqlfiles.run(con, "rollups/freshness").fetchall()[0]
     if last is None:
         return "no rollup yet"
     if digest != settings_digest(config):
