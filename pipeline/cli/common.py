@@ -257,7 +257,8 @@ def _evaluate(args: argparse.Namespace, config: Any, con: Any) -> Any:
     from pipeline.gate.evaluate import evaluate_gate
 
     return evaluate_gate(con, args.release, config, as_of=_as_of(args),
-                         holdback_share=getattr(args, "holdback_share", None))
+                         holdback_share=getattr(args, "holdback_share", None),
+                         from_events=getattr(args, "from_events", False))
 
 
 def _format(args: argparse.Namespace) -> str:

@@ -200,6 +200,9 @@ def add_commands(sub: Any) -> None:
     _as_of_option(p)
     _holdback_option(p)
     p.add_argument("--json", action="store_true", help="print the contract's JSON object")
+    p.add_argument("--from-events", action="store_true",
+                   help="roll the window's events up for this evaluation instead of reading the stored rollups "
+                        "(an audit of the rollup; DuckDB)")
     p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
     p.add_argument("--check-config", action="store_true", help="only validate the config and exit")
     p.add_argument("--no-alerts", action="store_true", help="store the evaluation and its alert, send nothing now")

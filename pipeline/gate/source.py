@@ -75,6 +75,8 @@ def reading(engine: Any, config: Config, window: Window, release: str, from_even
     custom = config.source and Path(config.source).resolve() != DEFAULT_CONFIG.resolve()
     fix = f"pipeline aggregate --engine {engine_name(engine)}" + (f" --config {config.source}" if custom else "")
     if engine_name(engine) != "duckdb":
+        if from_events:
+            raise UsageError("--from-events is for DuckDB: a Spark gate reads the rollups")
         raise UsageError(f"the gate reads the rollups and {reason}; run: {fix}")
     from pipeline.warehouse.aggregate import insert_gate_rollups
 
