@@ -257,3 +257,14 @@ def test_p95_decision_interval_agrees_with_the_budget_test():
     for budget, above in ((lo * 0.99, True), (hi * 1.01, False)):
         share = (x > budget).mean()
         assert S.rate_p_value(share * n_eff, n_eff, 0.05, above, True) <= alpha
+
+
+@pytest.mark.parametrize("latent", [0.02, 0.3, 0.6, 0.9, 0.999])
+@pytest.mark.parametrize("share_above", [0.05, 0.2])
+def test_exceedance_correlation_is_the_bivariate_normal_orthant(latent, share_above):
+    from scipy.stats import multivariate_normal, norm
+
+    h = norm.ppf(1 - share_above)
+    both = multivariate_normal(mean=[0, 0], cov=[[1, latent], [latent, 1]]).cdf([-h, -h])
+    expected = (both - share_above**2) / (share_above * (1 - share_above))
+    assert S.exceedance_correlation(latent, share_above) == pytest.approx(expected, abs=1e-7)

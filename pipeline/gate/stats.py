@@ -550,15 +550,15 @@ def _last_true(holds: Callable[[int], bool], last: int) -> int | None:
 
 
 def anova_design_effect(devices: int, n: float, n_nn: float, log_sum: float, log_sq: float,
-                        log_between: float) -> float:
-    """The design effect 1 + rho (sum n_i^2 / n - 1) of a share of n values from `devices` devices, with rho
-    the one-way ANOVA estimate of the intraclass correlation of ln x by device (Donner 1986, "A review of
-    inference procedures for the intraclass correlation coefficient in the one-way random effects model"):
-    n_i values of device i, s_i = sum ln x, q_i = sum (ln x)^2; log_sum = sum s_i, log_sq = sum q_i,
-    log_between = sum s_i^2 / n_i. The share of values above a quantile is an indicator of ln x crossing a
-    threshold; for a Gaussian latent variable its intraclass correlation is at most the latent one (a phi
-    coefficient is at most the tetrachoric correlation), so this errs on the large side. One device: its
-    values are counted as fully correlated (sum n_i^2 / n)."""
+                        log_between: float, share_above: float = 0.05) -> float:
+    """The design effect 1 + rho (sum n_i^2 / n - 1) of the share of n values (from `devices` devices) above a
+    quantile with `share_above` of the values above it. n_i values of device i, s_i = sum ln x, q_i = sum
+    (ln x)^2: log_sum = sum s_i, log_sq = sum q_i, log_between = sum s_i^2 / n_i. The intraclass correlation of
+    ln x by device is the one-way ANOVA estimate (Donner 1986, "A review of inference procedures for the
+    intraclass correlation coefficient in the one-way random effects model"); rho, that of the exceedance
+    indicator, follows from it under a Gaussian latent model (ln x normal within and between devices) by the
+    bivariate normal orthant probability (exceedance_correlation). One device: its values are counted as
+    fully correlated (sum n_i^2 / n)."""
     if n <= 0:
         return math.nan
     cluster = n_nn / n  # the design effect of fully correlated values
@@ -570,8 +570,26 @@ def anova_design_effect(devices: int, n: float, n_nn: float, log_sum: float, log
     between = max(0.0, log_between - log_sum * log_sum / n) / (devices - 1)
     n0 = (n - n_nn / n) / (devices - 1)
     device_var = max(0.0, (between - within) / n0)
-    rho = device_var / (device_var + within) if device_var + within > 0 else 1.0
-    return 1 + rho * (cluster - 1)
+    latent = device_var / (device_var + within) if device_var + within > 0 else 1.0
+    return 1 + exceedance_correlation(latent, share_above) * (cluster - 1)
+
+
+def exceedance_correlation(latent: float, share_above: float) -> float:
+    """The correlation of 1{X > h} and 1{Y > h} for standard bivariate normal X, Y with correlation `latent`
+    >= 0 and P(X > h) = share_above: (P(X > h, Y > h) - q^2) / (q (1 - q)), where the orthant probability's
+    excess over independence is (1 / 2 pi) int_0^asin(latent) exp(-h^2 / (1 + sin t)) dt (Plackett 1954's
+    derivative of the bivariate normal in its correlation, substituted r = sin t); Simpson's rule on 64
+    intervals (the integrand is smooth and bounded)."""
+    q = share_above
+    if latent <= 0:
+        return 0.0
+    if latent >= 1:
+        return 1.0
+    h = _N.inv_cdf(1 - q)
+    top = math.asin(latent)
+    f = [math.exp(-h * h / (1 + math.sin(top * i / 64))) for i in range(65)]
+    integral = top / 64 / 3 * (f[0] + f[64] + 4 * sum(f[1:64:2]) + 2 * sum(f[2:64:2]))
+    return float(min(1.0, integral / (2 * math.pi) / (q * (1 - q))))
 
 
 def hall_sheather(n: float, p: float, confidence: float) -> float:
