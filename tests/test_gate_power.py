@@ -233,8 +233,9 @@ def test_late_buckets_are_measured_named_and_held_back(db_path):
     assert 22 < lag["normal"]["p95_hours"] < 25 and 52 < lag["offline"]["p95_hours"] < 55
     held = _gate(db_path, dataclasses.replace(CONFIG, completeness_lag_hours=60.0))
     assert held.late_buckets == []
-    assert held.window_end == AS_OF - timedelta(hours=60)
-    assert held.to_dict()["window"]["end"] == "2026-11-24T12:00:00Z"
+    # the cutoff (as_of - 60 h) falls at 12:00 on the 24th: the window ends at that day's start
+    assert held.window_end == datetime(2026, 11, 24) and held.window.cutoff == AS_OF - timedelta(hours=60)
+    assert held.to_dict()["window"]["end"] == "2026-11-24T00:00:00Z"
     assert held.to_dict()["window"]["completeness_lag_hours"] == 60.0
     assert sum(s.rows for s in held.segments) < sum(s.rows for s in result.segments)
 

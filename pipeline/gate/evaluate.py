@@ -1141,20 +1141,20 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     as_of = as_of or now
     require_release(con, release)
     window = gate_window(as_of, config)
+    kill_codes = list(config.gates.kill_rate.kill_codes)
     with source.reading(con, config, window, release, from_events) as read_from:
-        result, measure = _evaluate(con, release, config, as_of, now, window, declared_by)
+        result, measure = _evaluate(con, release, config, as_of, now, window, declared_by, kill_codes)
         result.source = read_from
-        _judge_kept(con, result, measure, config)
+        _judge_kept(con, result, measure, kill_codes)
     return result
 
 
 def _evaluate(con: Any, release: str, config: Config, as_of: datetime, now: datetime, window: Window,
-              declared_by: str) -> tuple[GateResult, _Measure]:
+              declared_by: str, kill_codes: list[str]) -> tuple[GateResult, _Measure]:
     params = window.params(release)
     error = config.engine.sketch_relative_error
     figures = _Figures(sqlfiles.dicts(con, COUNTS_SQL, {**params, "weight_cap": config.statistics.weight_cap()}),
                        quantiles.segment_quantiles(con, params, config), sqlfiles.dicts(con, WEAK_SQL, params), error)
-    kill_codes = list(config.gates.kill_rate.kill_codes)
     device_days = {_level_key(r): r for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, {**params, "kill_codes": kill_codes})}
     error_days: dict[tuple, dict[str, int]] = {}
     for r in sqlfiles.dicts(con, ERROR_DAYS_SQL, params):
@@ -1183,12 +1183,11 @@ def _evaluate(con: Any, release: str, config: Config, as_of: datetime, now: date
     return result, measure
 
 
-def _judge_kept(con: Any, result: GateResult, measure: _Measure, config: Config) -> None:
-    """kill_rate's release-wide check, re-judged on the edge traffic the release keeps when some segments roll back."""
+def _judge_kept(con: Any, result: GateResult, measure: _Measure, kill_codes: list[str]) -> None:
+    """The release-wide kill check, re-judged on the edge traffic the release keeps when some segments roll back."""
     kills = result.release_wide.get(GateName.KILL_RATE)
     rolled = [s.key for s in result.segments if s.decision == Verdict.ROLLBACK_TO_CLOUD]
     if kills is not None and kills.status == Status.FAIL and rolled and len(rolled) < len(result.segments):
-        params = {**result.window.params(result.release), "kill_codes": list(config.gates.kill_rate.kill_codes),
-                  "excluded": rolled}
+        params = {**result.window.params(result.release), "kill_codes": kill_codes, "excluded": rolled}
         kept = sqlfiles.dicts(con, KEPT_DAYS_SQL, params)
         measure.judge_kept(kills, kept[0] if kept else {}, rolled)

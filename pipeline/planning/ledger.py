@@ -38,7 +38,8 @@ from pipeline.common.config import CloudCost, Config
 from pipeline.common.errors import UnknownRelease
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.vocabulary import BUCKETS, TIERS
-from pipeline.gate.window import gate_window
+from pipeline.gate import source
+from pipeline.gate.window import Window, gate_window
 from pipeline.planning.estimates import EstimateTable, estimate_tables
 from pipeline.warehouse import sqlfiles
 
@@ -281,12 +282,13 @@ def _release_figures(segments: list[SegmentLedger], config: Config,
     return f
 
 
-def _lost_users(con: Any, params: dict[str, Any], config: Config) -> dict[str, Figure]:
+def _lost_users(con: Any, window: Window, params: dict[str, Any], config: Config) -> dict[str, Figure]:
     """lost_users and retention_cost of the release: the retention guardrail's drop x the edge arm's devices."""
     from pipeline.gate.evaluate import returning_devices
 
     cur = config.costs.currency
-    returning = returning_devices(con, params, config)
+    with source.reading(con, config, window, params["release"]):  # the rollup the gate reads, or its stand-in
+        returning = returning_devices(con, params, config)
     if returning is None:
         basis = "not measured: needs a device-level hold-back (assignment.unit: device)"
         return {"lost_users": Figure(None, "devices", basis), "retention_cost": Figure(None, cur, basis)}
@@ -343,7 +345,7 @@ def compute_ledger(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     tasks = sorted({s.task for s in segments})
     tables = estimate_tables(con, params, config, tasks, candidates)
     return Ledger(release, as_of, window_start, window.end, config.source, config.digest, config.costs.currency,
-                  tuple(segments), _release_figures(segments, config, _lost_users(con, params, config)),
+                  tuple(segments), _release_figures(segments, config, _lost_users(con, window, params, config)),
                   tuple(tables))
 
 

@@ -129,8 +129,8 @@ def window_text(result: Any) -> str:
     """The window as whole UTC days, and what waits (pipeline/gate/window.py)."""
     w = result.window
     held = f", {result.held_back_hours:g} h held back" if result.held_back_hours else ""
-    return (f"{w.start:%Y-%m-%d} .. {w.end - timedelta(days=1):%Y-%m-%d} UTC ({w.days} whole days; rows from "
-            f"{w.end:%Y-%m-%d %H:%M} count once their day is over{held})")
+    waiting = f"; {w.end:%Y-%m-%d} counts once it is over" if w.cutoff > w.end else ""
+    return f"{w.start:%Y-%m-%d} .. {w.end - timedelta(days=1):%Y-%m-%d} UTC ({w.days} whole days{waiting}{held})"
 
 
 def summary_lines(result: Any) -> list[str]:
