@@ -157,3 +157,18 @@ def test_anova_design_effect_known_values():
     # one value per device: nothing to correlate; one device: fully correlated
     assert stats.anova_design_effect(5, 5, 5, 1.0, 2.0, 2.0) == 1.0
     assert stats.anova_design_effect(1, 4, 16, 1.0, 2.0, 0.25) == 4.0
+
+
+def test_a_warehouse_from_before_the_device_day_rollup_is_judged_from_its_events(tmp_path):
+    """A file no writer has opened since the upgrade has no rollup_device_day: the read-only gate rolls the
+    window's events up into temporary tables and says why."""
+    db_path = tmp_path / "old.duckdb"
+    ingest(db_path, [write(generate("4.12", 5_000, "healthy", seed=31, start=START, days=7), tmp_path / "a.parquet")],
+           now=AS_OF)
+    with db.writing(db_path) as con:
+        con.execute("DROP TABLE rollup_device_day")
+    with db.reading(db_path) as con:
+        use_settings(con, BASE)
+        result = evaluate_gate(con, "4.12", BASE, as_of=AS_OF)
+    assert result.source.kind == source.EVENTS and result.source.reason.startswith("no rollup yet")
+    assert sum(s.rows for s in result.segments) > 0

@@ -11,6 +11,7 @@ saying what to run: its rollups are refreshed by its writer (`pipeline aggregate
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ def reading(engine: Any, config: Config, window: Window, release: str, from_even
     con = getattr(engine, "con", engine)
     try:
         for table in SHADOWED:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {table} LIMIT 0")
+            con.execute(_temp_table(table))
         sqlfiles.run(con, "rollups/window_days", window.params(release))
         insert_gate_rollups(con, config)
         yield Source(EVENTS, f"{reason}: rolled up from the window's events for this evaluation; "
@@ -91,3 +92,12 @@ def reading(engine: Any, config: Config, window: Window, release: str, from_even
     finally:
         for table in (*SHADOWED, "chunk_days"):
             con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
+
+def _temp_table(table: str) -> str:
+    """sql/ddl/derived.sql's CREATE TABLE of `table` as a temporary table (a read-only connection to a warehouse
+    no writer has opened since an upgrade may not have the stored one)."""
+    text = re.sub(r"--[^\n]*", "", sqlfiles.sql_file("ddl/derived").text)
+    head = f"CREATE TABLE IF NOT EXISTS {table} ("
+    statement = next(s.strip() for s in text.split(";") if s.strip().startswith(head))
+    return statement.replace("CREATE TABLE IF NOT EXISTS", "CREATE OR REPLACE TEMP TABLE", 1)

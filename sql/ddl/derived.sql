@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS rollup_daily (
     device_days BIGINT, edge_seconds_per_device_day_p95 DOUBLE, device_days_over_cap_share DOUBLE,
     updated_at TIMESTAMP NOT NULL
 );
--- the sketch behind window quantiles (engine.quantiles: sketch): per day and group, counts per log bucket of
+-- the sketch behind the window p95s the gate shows: per day and group, counts per log bucket of
 -- each budgeted figure (sql/rollups/insert_hist_days.sql); days add up, so a window merges its days' partials
 CREATE TABLE IF NOT EXISTS rollup_hist (
     release VARCHAR NOT NULL, day DATE NOT NULL, task VARCHAR NOT NULL, route VARCHAR NOT NULL,
