@@ -476,17 +476,30 @@ def order_statistic_ranks(n: int, p: float, confidence: float) -> tuple[int | No
     if n <= 0:
         return None, None
     tail = (1 - confidence) / 2
-    lo = None
-    for r in range(min(n, math.ceil(n * p)), 0, -1):
-        if binom_sf(r, n, p) >= 1 - tail:
-            lo = r
-            break
-    hi = None
-    for r in range(max(1, math.floor(n * p)), n + 1):
-        if binom_cdf(r - 1, n, p) >= 1 - tail:
-            hi = r
-            break
+    # binom_sf(r) falls and binom_cdf(r - 1) rises with r: bisect for the ranks (log n evaluations, not sqrt n)
+    lo = _rank_where(1, min(n, math.ceil(n * p)), lambda r: binom_sf(r, n, p) >= 1 - tail, rising=False)
+    hi = _rank_where(max(1, math.floor(n * p)), n, lambda r: binom_cdf(r - 1, n, p) >= 1 - tail, rising=True)
     return lo, hi
+
+
+def _rank_where(first: int, last: int, holds: Callable[[int], bool], rising: bool) -> int | None:
+    """For `holds` monotone on first..last: the smallest r where it holds (rising: false then true), or the
+    largest (falling: true then false); None when it holds nowhere."""
+    if first > last:
+        return None
+    if rising:
+        if not holds(last):
+            return None
+        while first < last:
+            mid = (first + last) // 2
+            first, last = (first, mid) if holds(mid) else (mid + 1, last)
+        return first
+    if not holds(first):
+        return None
+    while first < last:
+        mid = (first + last + 1) // 2
+        first, last = (mid, last) if holds(mid) else (first, mid - 1)
+    return first
 
 
 def quantile_interval(grid_values: Sequence[float] | None, n: float, p: float,
@@ -530,13 +543,13 @@ def quantile_bounds_by_test(grid_values: Sequence[float] | None, n_eff: float, p
         return rate_p_value(share * n_eff, n_eff, 1 - p, False, sequential) <= alpha
 
     last = len(QUANTILE_GRID) - 1
-    lo = _last_true(harm, last)  # harm holds for the low fractions; safe from some fraction on
-    before_safe = _last_true(lambda i: not safe(i), last) if not safe(0) else -1
+    lo = _monotone_edge(harm, last)  # harm holds for the low fractions; safe from some fraction on
+    before_safe = _monotone_edge(lambda i: not safe(i), last) if not safe(0) else -1
     return (float(grid_values[lo]) if lo is not None else None,
             float(grid_values[before_safe + 1]) if before_safe is not None and before_safe < last else None)
 
 
-def _last_true(holds: Callable[[int], bool], last: int) -> int | None:
+def _monotone_edge(holds: Callable[[int], bool], last: int) -> int | None:
     """The last i in 0..last where `holds` (true up to some i, false after) is true; None if it never is."""
     if not holds(0):
         return None

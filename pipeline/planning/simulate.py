@@ -191,6 +191,9 @@ class Population:
     # the event ids, so that the populations made before it keep theirs
     request_holdback: float = dataclasses.field(default=0.20, repr=False)
     arrival_days: float = 0.0  # devices join uniformly over the first this many days of the rollout
+    # the devices drawn from a stream of their own with this seed: calls with other seeds (days) share them;
+    # out of the repr, like request_holdback
+    device_seed: int | None = dataclasses.field(default=None, repr=False)
 
 
 CHATTY_FACTOR = 30.0
@@ -535,7 +538,8 @@ def _events(rng: np.random.Generator, kill_rng: np.random.Generator, n: int, m: 
     """All per-request columns except event_time / release / app_version (NaN = null).
 
     Kills (OOM / LMK_KILLED by memory) draw from `kill_rng` only, so `rng` is consumed as without them."""
-    dev = _devices(rng, pop.devices or max(50, int(n / pop.rows_per_device)), pop)
+    device_rng = rng if pop.device_seed is None else np.random.default_rng([pop.device_seed, 5])
+    dev = _devices(device_rng, pop.devices or max(50, int(n / pop.rows_per_device)), pop)
     d = rng.choice(len(dev["tier"]), n, p=dev["activity"] / dev["activity"].sum())
     tier = dev["tier"][d]
     task = rng.choice(len(TASKS), n, p=TASK_P)
