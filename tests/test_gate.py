@@ -21,7 +21,7 @@ from pipeline.gate.evaluate import evaluate_gate
 from pipeline.planning.simulate import generate
 from pipeline.rollout.routing import routing_table
 from pipeline.warehouse import db
-from pipeline.warehouse.aggregate import use_settings
+from pipeline.warehouse.aggregate import refresh, use_settings
 
 START = datetime(2026, 11, 20)
 AS_OF = datetime(2026, 11, 27)
@@ -30,11 +30,14 @@ SWEEP_SEEDS = int(os.environ.get("GATE_SWEEP_SEEDS", "5"))  # single looks; test
 
 
 def load(db_path: Path, *tables: pa.Table) -> Path:
+    """The rows stored and rolled up: the gate reads the rollups (with another config's budgets, the window's
+    events rolled up for the evaluation: tests/test_device_rollup.py checks both give the same figures)."""
     with db.writing(db_path) as con:
         for t in tables:
             con.register("t", t)
             con.execute("INSERT INTO events BY NAME SELECT *, 0 AS file_id FROM t")
             con.unregister("t")
+    refresh(db_path, CONFIG, full=True, now=AS_OF)
     return db_path
 
 

@@ -24,7 +24,7 @@ from pipeline.gate.evaluate import GateCheck, _test_outcomes, budget_split, eval
 from pipeline.planning.backtest import Sweep, merge, run_sweep
 from pipeline.planning.simulate import Population, generate
 from pipeline.warehouse import db
-from pipeline.warehouse.aggregate import use_settings
+from pipeline.warehouse.aggregate import refresh, use_settings
 
 START = datetime(2026, 11, 20)
 AS_OF = datetime(2026, 11, 27)
@@ -44,6 +44,7 @@ def _load(db_path: Path, table: pa.Table, file_ids: np.ndarray | None = None,
         for fid, at in (ingested or {}).items():
             con.execute("INSERT INTO files VALUES (?, ?, 1, 'x', 1, 1, 0, 0, 'loaded', NULL, [], [], ?)",
                         [fid, f"f{fid}.parquet", at])
+    refresh(db_path, CONFIG, full=True, now=AS_OF)  # the gate reads the rollups
     return db_path
 
 
