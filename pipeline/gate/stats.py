@@ -322,8 +322,9 @@ def rate_bounds(k: float, n: float, alpha: float, sequential: bool,
     def below(p0: float) -> bool:
         return rate_p_value(k, n, p0, False, sequential, relative_width) <= alpha
 
-    lo = bisect(above, tiny, 1 - tiny) if above(tiny) else None
-    hi = 1 - bisect(lambda q: below(1 - q), tiny, 1 - tiny) if below(1 - tiny) else None
+    steps = 42  # 2^-42 < 1e-12 of the unit interval: as fine as promised, no finer
+    lo = bisect(above, tiny, 1 - tiny, steps) if above(tiny) else None
+    hi = 1 - bisect(lambda q: below(1 - q), tiny, 1 - tiny, steps) if below(1 - tiny) else None
     return lo, hi
 
 
