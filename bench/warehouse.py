@@ -151,6 +151,14 @@ print(json.dumps({"pipeline": len(pipe), "hand": len(hand), "pipeline_total": pi
 
 BUCKET = ("CASE WHEN network_type = 'offline' THEN 'offline' "
           "WHEN network_type IN ('2g', '3g') OR rtt_ms >= 300 THEN 'weak' ELSE 'normal' END")
+# the contract's derived fields the by-hand SQL reads, written once for both scripts
+DERIVED = """peak_mem_mb / (mem_class_gb * 1024.0) AS peak, resident_mem_mb / (mem_class_gb * 1024.0) AS resident,
+           temp_end_c - temp_start_c AS rise,
+           outcome = 'adopted' AS adopted,
+           outcome IN ('edited', 'regenerated', 'undone') OR auto_fallback AS fallback,
+           outcome IN ('edited', 'regenerated', 'undone', 'failed') OR auto_fallback
+               OR error_code IS NOT NULL AS failure,
+           auto_fallback OR error_code IS NOT NULL AS detected"""
 
 HAND_ROLLUP = r"""
 import math, sys, duckdb
@@ -224,13 +232,7 @@ PICKED = '''
     SELECT release, CAST(event_time AS DATE) AS day, task, route, device_tier, BUCKET AS network_bucket,
            device_id, event_time, file_id, total_ms, cold_start_ms, throttled, error_code,
            soc, os_version, mem_class_gb, npu_ready, model_id, app_version,
-           peak_mem_mb / (mem_class_gb * 1024.0) AS peak, resident_mem_mb / (mem_class_gb * 1024.0) AS resident,
-           temp_end_c - temp_start_c AS rise,
-           outcome = 'adopted' AS adopted,
-           outcome IN ('edited', 'regenerated', 'undone') OR auto_fallback AS fallback,
-           outcome IN ('edited', 'regenerated', 'undone', 'failed') OR auto_fallback
-               OR error_code IS NOT NULL AS failure,
-           auto_fallback OR error_code IS NOT NULL AS detected
+           DERIVED
     FROM events
     WHERE release = $release AND event_time >= $day AND event_time < $next_day'''
 day_params = {k: params[k] for k in ("release", "day", "next_day")}
@@ -276,7 +278,7 @@ FROM p GROUP BY release, day, device_id, task, route, device_tier, network_bucke
 ''', day_params)
 con.commit()
 print(groups)
-""".replace("BUCKET", BUCKET)
+""".replace("BUCKET", BUCKET).replace("DERIVED", DERIVED)
 
 HAND_QUERY = r"""
 import csv, sys, duckdb
@@ -312,13 +314,7 @@ con.execute("SET enable_progress_bar = false")
 PICKED = '''
     SELECT CASE WHEN route <> 'cloud' THEN 'edge' ELSE 'cloud' END AS side, task, device_tier, device_id,
            BUCKET AS network_bucket, total_ms, cold_start_ms, throttled,
-           peak_mem_mb / (mem_class_gb * 1024.0) AS peak, resident_mem_mb / (mem_class_gb * 1024.0) AS resident,
-           temp_end_c - temp_start_c AS rise,
-           outcome = 'adopted' AS adopted,
-           outcome IN ('edited', 'regenerated', 'undone') OR auto_fallback AS fallback,
-           outcome IN ('edited', 'regenerated', 'undone', 'failed') OR auto_fallback
-               OR error_code IS NOT NULL AS failure,
-           auto_fallback OR error_code IS NOT NULL AS detected,
+           DERIVED,
            CASE WHEN task = 'intent' THEN 2000 ELSE 10000 END AS total_budget
     FROM events WHERE release = $release AND event_time >= $start AND event_time < $end'''
 # the device-level sums of every tested ratio (the shipped config's budgets written in)
@@ -422,7 +418,7 @@ segments = {f"{r['task']}/{r['device_tier']}/{r['network_bucket']}": [r["rows"],
 print(json.dumps({"figure_rows": len(figures), "quantile_rows": len(quantiles), "weak_rows": len(weak),
                   "device_day_rows": len(days), "code_rows": len(codes), "split_rows": len(split), "lag_rows": len(lag),
                   "segments": segments}))
-""".replace("BUCKET", BUCKET)
+""".replace("BUCKET", BUCKET).replace("DERIVED", DERIVED)
 
 
 def py(script: str, *args: object) -> list[str]:
