@@ -392,7 +392,7 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
             quality += f"; cloud adoption {q.baseline:.2%} over {q.extra.get('cloud_rows', 0):,} cloud rows"
     facts = [
         ("window", f"{result.window_start:%Y-%m-%d %H:%M} .. {result.window_end:%Y-%m-%d %H:%M} UTC "
-                   f"({config.window_days} days up to as-of)"),
+                   f"({result.window.days} whole days before the as-of day)"),
         ("segments", f"{len(segments)} (task x tier x network bucket): {len(judged)} judged, {len(rolled)} roll "
                      f"back, {len(segments) - len(judged)} lack data"),
         ("rows counted", f"{edge_rows:,} edge rows judged by the gate; {cloud_rows:,} cloud rows in the window"),
