@@ -344,7 +344,6 @@ class _Figures:
     def __init__(self, counts: list[dict[str, Any]], quantile_rows: list[dict[str, Any]], weak: list[dict[str, Any]],
                  relative_error: float | None = None):
         self.relative_error = relative_error  # the sketch's, folded into every quantile interval
-        self.quantiles_sql = QUANTILES_SQL
         self.by = {(r["side"], _level_key(r)): r for r in counts}
         for q in quantile_rows:
             row = self.by[(q["side"], _level_key(q))]
@@ -473,7 +472,7 @@ class _Measure:
         prefix = BY_NAME[name].figure
         n, p95 = row[f"{prefix}_n"], row.get(f"{prefix}_p95")
         check.rows, check.devices = n, row[f"{prefix}_n_devices"]
-        check.sql = f"sql/{COUNTS_SQL}.sql, sql/{self.f.quantiles_sql}.sql"
+        check.sql = f"sql/{COUNTS_SQL}.sql, sql/{QUANTILES_SQL}.sql"
         needed = self.config.min_measured_rows if min_rows is None else min_rows
         if n < needed or not _finite(p95):
             check.short_of_data, check.note = True, f"{n} rows have a value; {needed} needed"
@@ -767,7 +766,7 @@ class _Measure:
                 base, level, base_key = cand, LEVEL_NAMES[lvl], key
                 break
         check.rows, check.devices = row["total_n"], row["total_n_devices"]
-        check.sql = f"sql/{WEAK_SQL}.sql, sql/{self.f.quantiles_sql}.sql"
+        check.sql = f"sql/{WEAK_SQL}.sql, sql/{QUANTILES_SQL}.sql"
         if base is None or row["total_n"] < c.min_measured_rows:
             check.short_of_data, check.note = True, "too few weak-network rows on one side"
             return check
