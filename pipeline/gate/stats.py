@@ -478,29 +478,11 @@ def order_statistic_ranks(n: int, p: float, confidence: float) -> tuple[int | No
         return None, None
     tail = (1 - confidence) / 2
     # binom_sf(r) falls and binom_cdf(r - 1) rises with r: bisect for the ranks (log n evaluations, not sqrt n)
-    lo = _rank_where(1, min(n, math.ceil(n * p)), lambda r: binom_sf(r, n, p) >= 1 - tail, rising=False)
-    hi = _rank_where(max(1, math.floor(n * p)), n, lambda r: binom_cdf(r - 1, n, p) >= 1 - tail, rising=True)
+    lo = _monotone_edge(lambda r: binom_sf(r, n, p) >= 1 - tail, min(n, math.ceil(n * p)), first=1)
+    first = max(1, math.floor(n * p))
+    below = _monotone_edge(lambda r: binom_cdf(r - 1, n, p) < 1 - tail, n, first)  # the last rank short of it
+    hi = first if below is None else below + 1 if below < n else None
     return lo, hi
-
-
-def _rank_where(first: int, last: int, holds: Callable[[int], bool], rising: bool) -> int | None:
-    """For `holds` monotone on first..last: the smallest r where it holds (rising: false then true), or the
-    largest (falling: true then false); None when it holds nowhere."""
-    if first > last:
-        return None
-    if rising:
-        if not holds(last):
-            return None
-        while first < last:
-            mid = (first + last) // 2
-            first, last = (first, mid) if holds(mid) else (mid + 1, last)
-        return first
-    if not holds(first):
-        return None
-    while first < last:
-        mid = (first + last + 1) // 2
-        first, last = (mid, last) if holds(mid) else (first, mid - 1)
-    return first
 
 
 def quantile_interval(grid_values: Sequence[float] | None, n: float, p: float,
@@ -550,11 +532,11 @@ def quantile_bounds_by_test(grid_values: Sequence[float] | None, n_eff: float, p
             float(grid_values[before_safe + 1]) if before_safe is not None and before_safe < last else None)
 
 
-def _monotone_edge(holds: Callable[[int], bool], last: int) -> int | None:
-    """The last i in 0..last where `holds` (true up to some i, false after) is true; None if it never is."""
-    if not holds(0):
+def _monotone_edge(holds: Callable[[int], bool], last: int, first: int = 0) -> int | None:
+    """The last i in first..last where `holds` (true up to some i, false after) is true; None if it never is."""
+    if first > last or not holds(first):
         return None
-    a, b = 0, last
+    a, b = first, last
     if holds(b):
         return b
     while b - a > 1:
