@@ -10,6 +10,7 @@ quantile_cont) and `<figure>_grid` (as quantile_disc over stats.QUANTILE_GRID: o
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from pipeline.common.config import Config
@@ -30,18 +31,14 @@ _KEY = ("side", "task", "device_tier", "network_bucket", "level")
 def segment_quantiles(engine: Any, params: dict[str, Any], config: Config) -> list[dict]:
     """Per side and segment (and task x bucket): each figure's p95 (`<figure>_p95`) and its order statistics over
     stats.QUANTILE_GRID (`<figure>_grid`), from the merged histograms."""
-    groups: dict[tuple, dict[str, tuple[list[int], list[int]]]] = {}
-    for row in sqlfiles.dicts(engine, HISTOGRAMS_SQL, params):
-        key = tuple(row[k] for k in _KEY)
-        buckets, counts = groups.setdefault(key, {}).setdefault(row["figure"], ([], []))
-        buckets.append(row["bin"])
-        counts.append(row["n"])
+    merged = _histograms(sqlfiles.dicts(engine, HISTOGRAMS_SQL, params),
+                         lambda row: (tuple(row[k] for k in _KEY), row["figure"]))
     e = config.engine.sketch_relative_error
     out = []
-    for key, figures in groups.items():
+    for key in dict.fromkeys(key for key, _ in merged):
         row = dict(zip(_KEY, key, strict=True))
         for name in FIGURES:
-            buckets, counts = figures.get(name, ([], []))
+            buckets, counts = merged.get((key, name), ([], []))
             p95 = sketch.quantiles(buckets, counts, [P95], e) if buckets else None
             row[f"{name}_p95"] = p95[0] if p95 else None
             row[f"{name}_grid"] = sketch.order_statistics(buckets, counts, stats.QUANTILE_GRID, e) if buckets else None
@@ -54,14 +51,20 @@ def arrival_lag(engine: Any, params: dict[str, Any], config: Config) -> dict[str
     DuckDB only: the Spark engine keeps no per-row link to its files' ingestion time."""
     if engine_name(engine) != "duckdb":
         return None
-    bins: dict[str, tuple[list[int], list[int]]] = {}
-    for row in sqlfiles.dicts(engine, LAG_SQL, params):
-        buckets, counts = bins.setdefault(row["network_bucket"], ([], []))
-        buckets.append(row["bin"])
-        counts.append(row["n"])
+    merged = _histograms(sqlfiles.dicts(engine, LAG_SQL, params), lambda row: row["network_bucket"])
     e = config.engine.sketch_relative_error
     out = {}
-    for bucket, (buckets, counts) in sorted(bins.items()):
+    for bucket, (buckets, counts) in sorted(merged.items()):
         median, p95 = sketch.quantiles(buckets, counts, [0.5, P95], e) or [None, None]
         out[bucket] = {"rows": int(sum(counts)), "median_hours": median, "p95_hours": p95}
+    return out
+
+
+def _histograms(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Hashable]) -> dict[Any, tuple[list, list]]:
+    """(buckets, counts) of the histogram rows (bin, n) under each key."""
+    out: dict[Any, tuple[list, list]] = {}
+    for row in rows:
+        buckets, counts = out.setdefault(key(row), ([], []))
+        buckets.append(row["bin"])
+        counts.append(row["n"])
     return out
