@@ -287,11 +287,11 @@ def _lost_users(con: Any, window: Window, params: dict[str, Any], config: Config
     from pipeline.gate.evaluate import returning_devices
 
     cur = config.costs.currency
-    with source.reading(con, config, window, params["release"]):  # the rollup the gate reads, or its stand-in
-        returning = returning_devices(con, params, config)
-    if returning is None:
+    if config.assignment.unit != "device":  # before any roll-up of the window's events: nothing to read
         basis = "not measured: needs a device-level hold-back (assignment.unit: device)"
         return {"lost_users": Figure(None, "devices", basis), "retention_cost": Figure(None, cur, basis)}
+    with source.reading(con, config, window, params["release"]):  # the rollup the gate reads, or its stand-in
+        returning = returning_devices(con, params, config) or {}
     edge, cloud = returning.get(("edge", ())), returning.get(("cloud", ()))
     if not edge or not cloud or not edge["devices"] or not cloud["devices"]:
         basis = "not measured: no devices of one arm first seen early enough to come back in the window"
