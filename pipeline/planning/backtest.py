@@ -245,13 +245,18 @@ def replay_nights(con: Any, release: str, config: Config, first_night: datetime,
     return out
 
 
-def load_scratch(table: pa.Table, config: Config, threads: int | None = None) -> Any:
+def load_scratch(table: pa.Table, config: Config, threads: int | None = None,
+                 scale: dict[str, Any] | None = None) -> Any:
+    """An in-memory warehouse of `table`, rolled up once for every night; `scale`: the bound values of
+    backtest/scale_to_budget.sql, applied to the rows before the roll-up."""
     con = db.scratch(threads)
     con.register("variant_rows", table)
     con.execute("INSERT INTO events BY NAME SELECT * FROM variant_rows")
     con.unregister("variant_rows")
     use_settings(con, config)
-    refresh_on(con, config, True, clock.now())  # the rollups the gate reads, built once for every night
+    if scale is not None:
+        sqlfiles.run(con, "backtest/scale_to_budget", scale)
+    refresh_on(con, config, True, clock.now())  # the rollups the gate reads
     return con
 
 
@@ -308,11 +313,9 @@ def backtest(con: Any, release: str, config: Config, as_of: datetime, nights: in
             table = source
             if fraction < 1:
                 table = table.filter(pa.array(_device_uniforms(table, rng) < fraction))
-            scratch = load_scratch(make(table, rng), cfg)
-            if inj and inj.in_warehouse:
-                sqlfiles.run(scratch, "backtest/scale_to_budget",
-                             {"factor": 1 + inj.size, "figure": inj.in_warehouse, **_budgets(cfg)})
-                refresh_on(scratch, cfg, True, as_of)  # the rollups the gate reads, of the scaled rows
+            scale = ({"factor": 1 + inj.size, "figure": inj.in_warehouse, **_budgets(cfg)}
+                     if inj and inj.in_warehouse else None)
+            scratch = load_scratch(make(table, rng), cfg, scale=scale)
             _count(result, replay_nights(scratch, release, cfg, first_night, nights))
     return BacktestResult(release, first_night, nights, runs, seed, segment_rows, config,
                           [v for v, *_ in variants])
