@@ -342,8 +342,8 @@ class _Figures:
     """The SQL's rows, found by side and level; quantile and weak-network figures merged in."""
 
     def __init__(self, counts: list[dict[str, Any]], quantile_rows: list[dict[str, Any]], weak: list[dict[str, Any]],
-                 relative_error: float | None = None):
-        self.relative_error = relative_error  # the sketch's, folded into every quantile interval
+                 relative_error: float):
+        self.relative_error = relative_error  # the histograms', folded into every quantile interval
         self.by = {(r["side"], _level_key(r)): r for r in counts}
         for q in quantile_rows:
             row = self.by[(q["side"], _level_key(q))]
@@ -493,8 +493,8 @@ class _Measure:
         return self._widened(stats.quantile_interval(grid, n, P95, self.conf))
 
     def _widened(self, interval: tuple[float | None, float | None] | None) -> tuple[float | None, float | None] | None:
-        """An interval of a p95, widened by the sketch's error when a sketch gave the grid."""
-        return sketch.widen(interval, self.f.relative_error) if self.f.relative_error and interval else interval
+        """An interval of a p95, widened by the error of the histograms that gave the grid."""
+        return sketch.widen(interval, self.f.relative_error)
 
     def peak_memory(self, row: dict, gates: Any) -> GateCheck:
         return self._budget(GateName.PEAK_MEMORY, row, gates)
