@@ -1,4 +1,4 @@
-"""The gate commands: gate (the release gate of CI), explain, report, state, history and runs."""
+"""The gate commands: gate (the release gate of CI), explain, drill, report, state, history and runs."""
 
 from __future__ import annotations
 
@@ -130,6 +130,23 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_drill(args: argparse.Namespace) -> int:
+    from pipeline.gate.drill import drill, parse_dimensions
+    from pipeline.views.drill import drill_text
+    from pipeline.views.terminal import terminal_width
+
+    config = _config(args)
+    by = parse_dimensions(args.by)
+    with _telemetry(args, config) as source:
+        result = _evaluate(args, config, source)
+        found = drill(source, result, config, by, segments=args.segment, gates=args.gate, every_segment=args.all)
+    if args.json:
+        _emit_json(found.to_dict())
+    else:
+        print(drill_text(found, width=terminal_width(sys.stdout)))
+    return EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from pipeline.views.report import report_filename, write_report
 
@@ -227,6 +244,28 @@ def add_commands(sub: Any) -> None:
     _holdback_option(p)
     _engine_options(p)
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("drill", help="the device-matrix cells (chip, OS, memory, NPU, model, app build) behind a "
+                                     "failing segment",
+                       description="Splits each failing segment's failed gates (or the chosen ones) by device "
+                                   "dimensions: per cell the gate's figure, its interval, its share of the "
+                                   "segment's excess, and a flag when it fails on its own (docs/drill-down.md). "
+                                   "Exit status: 0, or 2 for a usage error.")
+    p.add_argument("--release", required=True, help="the release, e.g. 4.12")
+    p.add_argument("--segment", action="append", default=[], metavar="TASK/TIER/BUCKET",
+                   help="drill this segment (repeatable; default: every segment that rolls back)")
+    p.add_argument("--gate", action="append", default=[], metavar="GATE",
+                   help="drill this gate (repeatable; default: the segment's failed gates)")
+    p.add_argument("--by", metavar="DIMS", help="comma-separated: soc, os_version, mem_class_gb, npu_ready, "
+                                                "model_id, app_version (default: all of them)")
+    p.add_argument("--all", action="store_true", help="every judged segment, failing or not")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    _db_option(p)
+    _config_option(p)
+    _as_of_option(p)
+    _holdback_option(p)
+    _engine_options(p)
+    p.set_defaults(func=cmd_drill)
 
     p = sub.add_parser("report", help="write a self-contained HTML page of a release's gate evaluation, with charts")
     p.add_argument("--release", required=True, help="the release, e.g. 4.12")

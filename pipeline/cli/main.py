@@ -48,6 +48,9 @@ EXAMPLES = {
     "gate": "pipeline gate --release 4.12\npipeline gate --release 4.12 --as-of 2026-12-01 --all --wide\n"
             "pipeline gate --release 4.12 --json --routing-out routing-4.12.json\n"
             "pipeline gate --check-config --config gates/admission.yaml",
+    "drill": "pipeline drill --release 4.12\n"
+             "pipeline drill --release 4.12 --segment rewrite/low/normal --gate kill_rate --by soc,npu_ready\n"
+             "pipeline drill --release 4.12 --all --json   # every judged segment",
     "explain": "pipeline explain --release 4.12 --segment rewrite/low/weak\n"
                "pipeline explain --release 4.12 --segment rewrite/low/weak --json",
     "report": "pipeline report --release 4.12 --out reports/report-4.12.html",

@@ -59,6 +59,9 @@ class EdgeError(StrEnum):
     TIMEOUT = "TIMEOUT"
 
 
+# the contract's device dimensions, in its order: what `pipeline drill --by` splits a segment by
+DEVICE_DIMENSIONS: tuple[str, ...] = ("soc", "os_version", "mem_class_gb", "npu_ready", "model_id", "app_version")
+
 # the plain strings, in order, for pyarrow, SQL parameters and choices
 ROUTES: tuple[str, ...] = tuple(r.value for r in Route)
 BUCKETS: tuple[str, ...] = tuple(b.value for b in Bucket)

@@ -1101,6 +1101,17 @@ def judge_sums(config: Config, device_days: dict[tuple, dict[str, Any]] | None =
     return checks
 
 
+def counts(con: Any, params: dict[str, Any], config: Config, by: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """sql/gate/segment_counts.sql's rows; `by` (device dimensions) splits each level into cells."""
+    return sqlfiles.dicts(con, COUNTS_SQL, {**params, "weight_cap": config.statistics.weight_cap(), "by": ",".join(by)})
+
+
+def day_counts(con: Any, params: dict[str, Any], config: Config, by: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """sql/gate/device_days.sql's rows; `by` as in counts()."""
+    return sqlfiles.dicts(con, DEVICE_DAYS_SQL, {**params, "kill_codes": list(config.gates.kill_rate.kill_codes),
+                                                 "by": ",".join(by)})
+
+
 def _days_observed(con: Any, params: dict[str, Any]) -> float:
     """Days from the release's first row in the window to the window's end."""
     first = sqlfiles.run(con, "gate/first_seen", params).fetchone()[0]
@@ -1152,9 +1163,9 @@ def _evaluate(con: Any, release: str, config: Config, as_of: datetime, now: date
               declared_by: str, kill_codes: list[str]) -> tuple[GateResult, _Measure]:
     params = window.params(release)
     error = config.engine.sketch_relative_error
-    figures = _Figures(sqlfiles.dicts(con, COUNTS_SQL, {**params, "weight_cap": config.statistics.weight_cap()}),
+    figures = _Figures(counts(con, params, config),
                        quantiles.segment_quantiles(con, params, config), sqlfiles.dicts(con, WEAK_SQL, params), error)
-    device_days = {_level_key(r): r for r in sqlfiles.dicts(con, DEVICE_DAYS_SQL, {**params, "kill_codes": kill_codes})}
+    device_days = {_level_key(r): r for r in day_counts(con, params, config)}
     error_days: dict[tuple, dict[str, int]] = {}
     for r in sqlfiles.dicts(con, ERROR_DAYS_SQL, params):
         error_days.setdefault(_level_key(r), {})[r["error_code"]] = int(r["device_days"])

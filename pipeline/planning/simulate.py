@@ -124,6 +124,11 @@ SCENARIOS: dict[str, str] = {
     "low_tier_kills": "healthy, but the low-memory killer takes the app in the background on low-tier phones:"
                       " ~3 % of low-tier edge device-days have an OOM / LMK_KILLED kill (healthy ~0.3 %);"
                       " fails kill_rate on low tier only",
+    "chip_regression": "healthy, except on MediaTek chips (helio-g85, dimensity-*) whose NPU is not ready"
+                       " (npu_ready = false) on android-14: the build falls back to the CPU (8x slower, p95"
+                       " ~16 s on a low-tier rewrite) and doubles its memory (peak ~1.9 GB, 0.47 of a 4 GB"
+                       " phone); ~8 % of low-tier and ~5 % of mid-tier devices; fails peak_memory,"
+                       " inference_duration and kill_rate where that cell is large enough (low tier)",
 }
 
 SHIPPED_NETWORK = Network()  # the shipped weak-network cut and weak network types (a config may differ)
@@ -204,6 +209,25 @@ CLUSTERED = Population(activity_sigma=1.5, device_adoption_sd=1.0, device_speed_
 
 
 @dataclass(frozen=True)
+class _Regression:
+    """A device-matrix cell (SoC name prefixes x NPU readiness x OS versions) where the build runs
+    `slowdown` times slower and with `memory_factor` times its resident and activation memory."""
+
+    soc_prefixes: tuple[str, ...]
+    npu_ready: bool
+    os_versions: tuple[str, ...]
+    slowdown: float
+    memory_factor: float
+
+    def affected(self, dev: dict[str, Any]) -> np.ndarray:
+        """Per device: in the cell (a null SoC, OS or NPU flag is not)."""
+        socs = [i for i, s in enumerate(ALL_SOCS) if s.startswith(self.soc_prefixes)]
+        oses = [i for i, s in enumerate(ANDROID + IOS) if s in self.os_versions]
+        return (np.isin(dev["soc"], socs) & np.isin(dev["os"], oses) & ~dev["npu_null"]
+                & (dev["npu"] == self.npu_ready))
+
+
+@dataclass(frozen=True)
 class _Model:
     """Edge model and environment parameters of one scenario (per-tier tuples: low, mid, high, flagship)."""
 
@@ -228,6 +252,7 @@ class _Model:
     cloud_retry_p: tuple[float, float] = (0.02, 0.35)  # normal, weak
     edge_check_rtt: float = 0.0  # blocking cloud round trips before an online rewrite/summarize edge request
     extra_kill_share: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)  # kill hazard per edge request on top of memory's
+    regression: _Regression | None = None  # one device-matrix cell where the build misbehaves
 
 
 MODELS: dict[str, _Model] = {
@@ -244,6 +269,8 @@ MODELS: dict[str, _Model] = {
     "fallback_spike": _Model(auto_share=0.20, rejected_after=(0.05, 0.15)),
     "cold_start_slow_low": _Model(cold_share=(0.35, 0.07, 0.05, 0.04), cold_median_ms=(1050, 230, 220, 210)),
     "low_tier_kills": _Model(extra_kill_share=(0.022, 0.0, 0.0, 0.0)),
+    "chip_regression": _Model(regression=_Regression(("helio", "dimensity"), False, ("android-14",),
+                                                     slowdown=8.0, memory_factor=2.0)),
 }
 
 
@@ -585,6 +612,13 @@ def _events(rng: np.random.Generator, kill_rng: np.random.Generator, n: int, m: 
         flip = edge & (cat == ADOPT) & (rng.random(n) < lose)
         cat = np.where(flip, ABANDON, cat)
     hazard = np.where(edge, _kill_hazard(m, prompt + output, dev["mem"][d], tier), 0.0)
+    hit = np.zeros(n, dtype=bool)  # rows of the scenario's regressed cell (no random draw: the streams stay)
+    if m.regression is not None:
+        g = m.regression
+        hit = g.affected(dev)[d]
+        heavy = dataclasses.replace(m, resident_mb=m.resident_mb * g.memory_factor,
+                                    activation_mb=m.activation_mb * g.memory_factor)
+        hazard = np.where(edge & hit, _kill_hazard(heavy, prompt + output, dev["mem"][d], tier), hazard)
     killed = (cat != ERROR) & (kill_rng.random(n) < hazard)
     kill_code = np.where(kill_rng.random(n) < 0.5, OOM, LMK)
     cat = np.where(killed, ERROR, cat)
@@ -609,6 +643,8 @@ def _events(rng: np.random.Generator, kill_rng: np.random.Generator, n: int, m: 
     check = ~offline & (task != TASKS.index("intent"))  # generative tasks only
     check_ms = np.where(check, m.edge_check_rtt * (100 + rtt0 * rng.uniform(0.7, 1.3, n)), 0.0)
     speed = dev["speed"][d]  # a device's own slowness (thermal design, background load)
+    if m.regression is not None:
+        speed = speed * np.where(hit, m.regression.slowdown, 1.0)
     e_compute = (m.fixed_ms + prompt / np.take(m.prefill_tps, tier) * 1000) * _lognormal(rng, 1, 0.2, n) * speed
     e_ttft = e_compute + cold_ms + check_ms
     e_decode = output / np.take(m.decode_tps, tier) * 1000 * _lognormal(rng, 1, 0.2, n) * speed
@@ -641,6 +677,8 @@ def _events(rng: np.random.Generator, kill_rng: np.random.Generator, n: int, m: 
     # memory (edge routes only)
     resident = m.resident_mb * rng.normal(1, 0.03, n)
     activations = m.activation_mb * rng.normal(1, 0.05, n).clip(0.7)
+    if m.regression is not None:
+        resident, activations = (x * np.where(hit, m.regression.memory_factor, 1.0) for x in (resident, activations))
     peak = resident + activations + m.kv_mb_per_token * (prompt + output)
 
     # heat

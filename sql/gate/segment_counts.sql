@@ -1,11 +1,14 @@
 -- name: segment_counts
 -- description: per side (edge | cloud) and level (segment, task x tier, task x bucket, task, release): per-device sums of every rate the gate tests, from the device-day rollup
--- params: release, window_start, window_end, weight_cap
+-- params: release, window_start, window_end, weight_cap, by
 -- The unit of independence is the device: stage 1 sums each device's days (within each level) from
 -- rollup_device_day, stage 2 sums those counts and their squares, from which pipeline/gate/stats.py gets each
 -- ratio's cluster-robust variance (k = numerator, n = denominator: <k>, <k>_kk = sum k_i^2, <k>_kn = sum k_i n_i,
 -- <n>, <n>_nn = sum n_i^2, <n>_devices = devices with n_i > 0). `*_over` counts values above the task's p95
 -- budget (counted per row by the rollup). The window is whole days: [window_start, window_end) are midnights.
+-- `cell` splits every level by the device dimensions $by names (comma-separated, of soc, os_version,
+-- mem_class_gb, npu_ready, model_id, app_version: pipeline drill); their values joined by chr(31) in that
+-- order, '(null)' for a null. The gate passes '' (cell '' everywhere).
 -- The estimand (gates/admission.yaml statistics.estimand) weighs each device's rows in the rate and comparison
 -- gates: a device with n rows of which k count weighs w = least(n, $weight_cap) (1: every device once, the
 -- mean of per-device rates; a huge cap: every row once) and contributes w * k / n. For those ratios
@@ -16,12 +19,22 @@
 WITH picked AS (
     SELECT *, CASE WHEN route = 'cloud' THEN 'cloud' ELSE 'edge' END AS side,
            CASE WHEN network_bucket <> $bucket_offline THEN rows ELSE 0 END AS online_rows,
-           CASE WHEN network_bucket <> $bucket_offline THEN adopted ELSE 0 END AS online_adopted
+           CASE WHEN network_bucket <> $bucket_offline THEN adopted ELSE 0 END AS online_adopted,
+           concat_ws(chr(31),
+                     CASE WHEN list_contains(string_split($by, ','), 'soc') THEN coalesce(soc, '(null)') END,
+                     CASE WHEN list_contains(string_split($by, ','), 'os_version') THEN coalesce(os_version, '(null)') END,
+                     CASE WHEN list_contains(string_split($by, ','), 'mem_class_gb')
+                          THEN coalesce(CAST(mem_class_gb AS VARCHAR), '(null)') END,
+                     CASE WHEN list_contains(string_split($by, ','), 'npu_ready')
+                          THEN coalesce(CAST(npu_ready AS VARCHAR), '(null)') END,
+                     CASE WHEN list_contains(string_split($by, ','), 'model_id') THEN coalesce(model_id, '(null)') END,
+                     CASE WHEN list_contains(string_split($by, ','), 'app_version') THEN coalesce(app_version, '(null)') END
+           ) AS cell
     FROM rollup_device_day
     WHERE release = $release AND day >= CAST($window_start AS DATE) AND day < CAST($window_end AS DATE)
 ),
 per_device AS (
-    SELECT side, task, device_tier, network_bucket,
+    SELECT side, task, device_tier, network_bucket, cell,
            grouping(task) * 4 + grouping(device_tier) * 2 + grouping(network_bucket) AS level,
            sum(rows) AS rows, sum(adopted) AS adopted, sum(online_rows) AS online_rows,
            sum(online_adopted) AS online_adopted, sum(fallbacks) AS fallbacks, sum(failures) AS failures,
@@ -30,8 +43,9 @@ per_device AS (
            sum(resident_over) AS resident_over, sum(total_n) AS total_n, sum(total_over) AS total_over,
            sum(cold_n) AS cold_n, sum(cold_over) AS cold_over, sum(rise_n) AS rise_n, sum(rise_over) AS rise_over
     FROM picked
-    GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket, device_id), (side, task, device_tier, device_id),
-                            (side, task, network_bucket, device_id), (side, task, device_id), (side, device_id))
+    GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket, cell, device_id),
+                            (side, task, device_tier, cell, device_id), (side, task, network_bucket, cell, device_id),
+                            (side, task, cell, device_id), (side, cell, device_id))
 ),
 weighted AS (
     SELECT *,
@@ -50,7 +64,7 @@ contributions AS (
            CASE WHEN online_rows > 0 THEN online_rows_w * online_adopted / online_rows ELSE 0 END AS online_adopted_w
     FROM weighted
 )
-SELECT side, task, device_tier, network_bucket, level,  -- 0 segment, 1 task x tier, 2 task x bucket, 3 task, 7 release
+SELECT side, task, device_tier, network_bucket, cell, level,  -- 0 segment, 1 task x tier, 2 task x bucket, 3 task, 7 release
        count(*) AS devices,
        sum(rows) AS rows, sum(rows_w) AS rows_w, sum(rows_w * rows_w) AS rows_nn, sum(rows_w * rows_w / rows) AS rows_ind,
        sum(adopted) AS adopted, sum(adopted_w) AS adopted_w, sum(adopted_w * adopted_w) AS adopted_kk,
@@ -86,4 +100,4 @@ SELECT side, task, device_tier, network_bucket, level,  -- 0 segment, 1 task x t
        sum(rise_n) AS rise_n, sum(rise_n * rise_n) AS rise_n_nn, count(*) FILTER (WHERE rise_n > 0) AS rise_n_devices,
        sum(rise_over) AS rise_over, sum(rise_over * rise_over) AS rise_over_kk, sum(rise_over * rise_n) AS rise_over_kn
 FROM contributions
-GROUP BY side, task, device_tier, network_bucket, level
+GROUP BY side, task, device_tier, network_bucket, cell, level

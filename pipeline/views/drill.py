@@ -1,0 +1,51 @@
+"""`pipeline drill` (and the drill-down part of `pipeline explain`) as text for people."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.common.registry import label
+from pipeline.common.tables import rows_as
+from pipeline.views.terminal import _wrap, percent, window_text
+
+MAX_CELLS = 8  # cells listed per (segment, gate): those with the most excess; the rest are summed up in a line
+
+
+def _pct(v: float | None) -> str:
+    return "?" if v is None else percent(0.0 if abs(v) < 1e-9 else v)
+
+
+def drill_text(result: Any, width: int | None = None, max_cells: int = MAX_CELLS) -> str:
+    out = [f"drill-down of release {result.release} by {', '.join(result.by)}; window {window_text(result)}"]
+    cells = sum(len(d.cells) for d in result.drills)
+    flagged = sum(c.flagged for d in result.drills for c in d.cells)
+    out += _wrap(f"flags: a cell that fails on its own; Benjamini-Hochberg over the {cells} cells of this drill, "
+                 f"false discovery rate {percent(result.alpha)}: {flagged} flagged", width)
+    if not result.drills:
+        out.append("nothing to drill: no segment rolls back (choose one with --segment, or --all)")
+    for d in result.drills:
+        out += ["", f"{d.segment} · {label(d.gate)} ({d.status or 'not judged'}): {d.what}, threshold "
+                    f"{'<=' if d.harm_above else '>='} {percent(d.threshold)}"]
+        out += _wrap(d.answer, width, "  ")
+        if d.dimensions:
+            ranked = "; ".join(f"{x.name} {percent(x.share_of_excess)} in {x.top_value} ({percent(x.share_of_count)} "
+                               f"of the count)" for x in d.dimensions)
+            out += _wrap(f"dimensions, most telling first: {ranked}", width, "  ")
+        quality = any(c.cloud is not None for c in d.cells)
+        columns = [" · ".join(d.varying) or "cell", "devices", "count", "figure", "interval"] \
+            + (["cloud"] if quality else []) + ["excess share", "flag"]
+        rows = []
+        for c in d.cells[:max_cells]:
+            iv = f"{_pct(c.interval[0])} .. {_pct(c.interval[1])}" if c.interval else ""
+            name = c.label(d.varying) if c.values else f"other ({c.pooled} cells of < {result.min_devices} devices)"
+            rows.append((name, c.devices, round(c.n), _pct(c.figure), iv)
+                        + ((_pct(c.cloud),) if quality else ()) + (_pct(c.share), "FLAG" if c.flagged else ""))
+        table = rows_as("table", columns, rows)
+        out += ["  " + line for line in table.splitlines()[:-1]]  # not rows_as' "(N rows)"
+        if len(d.cells) > max_cells:
+            rest = d.cells[max_cells:]
+            out.append(f"  ... {len(rest)} more cells ({sum(c.share for c in rest):.0%} of the excess, "
+                       f"{sum(c.flagged for c in rest)} flagged); --json lists them all")
+    for s in result.skipped:
+        out += _wrap(f"{s['segment']} · {label(s['gate'])}: not split by device ({s['why']})", width)
+    return "\n".join(out)
