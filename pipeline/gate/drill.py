@@ -20,8 +20,9 @@ device-days with a kill, the relative adoption loss against the cloud rows of th
   its own (a missing field is a lead too), never merged with another value: a large enough cell with a null
   is listed as such.
 - **The one-line answer**: start from the cell with the largest excess and name the dimensions whose other
-  values (its siblings, pooled: same values elsewhere) have less than half its excess per row; the line gives
-  the share of the excess in the cells that match those values.
+  values (its siblings, pooled: same values elsewhere) have, at the 95 % bound of their device-adjusted counts,
+  less than half its excess per count; the line gives the share of the excess in the cells that match those
+  values.
 - **Dimensions ranked**: by how much more of the excess than of the rows their top value holds (its share of
   the excess minus its share of the rows).
 """
@@ -74,6 +75,8 @@ class Cell:
     share: float = 0.0  # of the positive excess
     flagged: bool = False
     pooled: int = 0  # cells pooled into OTHER
+    k_eff: float = 0.0  # the figure's device-adjusted counts (rate gates)
+    n_eff: float = 0.0
 
     @property
     def name(self) -> str:
@@ -125,9 +128,14 @@ class Drill:
     varying: tuple[str, ...] = ()  # the dimensions with more than one value in the segment (the others say nothing)
     named_share: float = 0.0
 
+    @property
+    def figure_max(self) -> bool:
+        """The figure shown must stay at or below the threshold (a relative loss, not the adoption it tests)."""
+        return self.harm_above or self.gate == GateName.QUALITY_LOSS
+
     def to_dict(self) -> dict[str, Any]:
         return {"segment": self.segment, "gate": self.gate, "status": self.status, "figure": self.what,
-                "threshold": self.threshold, "harm": "above" if self.harm_above else "below",
+                "threshold": self.threshold, "fails": "above" if self.figure_max else "below",
                 "excess": _num(self.excess), "answer": self.answer, "named": self.named,
                 "named_share_of_excess": _num(self.named_share),
                 "varying": list(self.varying), "dimensions": [d.to_dict() for d in self.dimensions],
@@ -267,18 +275,20 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
     unpooled = [measure(_values(r["cell"], by), [r], test=False) for r in edge_rows]  # for the ranking and answer
     varying = tuple(x for x in by if len({c.values[x] for c in unpooled}) > 1)
     ranked = [x for x in _rank(unpooled, by) if x.name in varying]
-    groups = _merged(edge_rows, by, [x.name for x in ranked], n, config.min_devices)
+    d = Drill(segment, gate, status, _what(gate), threshold, harm_above, 0.0, [], varying=varying, dimensions=ranked)
+    d.named, d.named_share, d.answer = _answer(unpooled, [x.name for x in ranked], d, config)
+    # small cells merge away their least telling dimension first: the answer's dimensions are the most telling
+    order = list(d.named) + [x.name for x in ranked if x.name not in d.named]
+    groups = _merged(edge_rows, by, order, n, config.min_devices)
     cells = [measure(values, members) for values, members in groups]
     if groups and not groups[-1][0]:
         cells[-1].pooled = len(groups[-1][1])
-    cells = [c for c in cells if c.n > 0]
-    positive = sum(max(0.0, c.excess) for c in cells)
-    for c in cells:
+    d.cells = [c for c in cells if c.n > 0]
+    positive = sum(max(0.0, c.excess) for c in d.cells)
+    for c in d.cells:
         c.share = max(0.0, c.excess) / positive if positive > 0 else 0.0
-    cells.sort(key=lambda c: (-c.excess, c.name))
-    d = Drill(segment, gate, status, _what(gate), threshold, harm_above, sum(c.excess for c in cells), cells)
-    d.varying, d.dimensions = varying, ranked
-    d.named, d.named_share, d.answer = _answer(unpooled, [x.name for x in ranked], gate, config)
+    d.cells.sort(key=lambda c: (-c.excess, c.name))
+    d.excess = sum(c.excess for c in d.cells)
     return d
 
 
@@ -323,7 +333,8 @@ def _measure(values: dict[str, str], row: dict[str, Any], cloud_rows: list[dict[
     raw_n, raw_k = float(row[n] or 0), float(row[k] or 0)
     conf, sequential = config.statistics.confidence, config.statistics.method == "sequential"
     cell = Cell(values, int(row.get(f"{n}_devices", row["devices"])), raw_n, r.rate if r.n else None,
-                stats.wilson(r.k_eff, r.n_eff, conf) if r.n_eff > 0 else None, 0.0)
+                stats.wilson(r.k_eff, r.n_eff, conf) if r.n_eff > 0 else None, 0.0,
+                k_eff=r.k_eff if r.n_eff > 0 else 0.0, n_eff=r.n_eff if r.n_eff > 0 else 0.0)
     if not quality:
         cell.excess = (raw_k - threshold * raw_n) if harm_above else (threshold * raw_n - raw_k)
         if test and r.n_eff > 0:
@@ -379,11 +390,12 @@ def _rank(cells: list[Cell], by: tuple[str, ...]) -> list[Dimension]:
     return sorted(out, key=lambda x: -x.concentration)
 
 
-def _answer(cells: list[Cell], ranked: list[str], gate: str, config: Config) -> tuple[dict[str, str], float, str]:
+def _answer(cells: list[Cell], ranked: list[str], d: Drill, config: Config) -> tuple[dict[str, str], float, str]:
     """The one-line answer: from the cell with the most excess, leave out each dimension (least telling first)
-    unless the cells that differ from it only there (its siblings, over the dimensions still kept) have enough
-    devices and less than SIBLING_RATIO of its excess per count."""
-    what = f"{label(gate)} excess"
+    unless the cells that differ from it only there (its siblings, over the dimensions still kept) have, at most
+    (the 95 % bound on their device-adjusted counts), less than SIBLING_RATIO of its excess per count. Quality
+    cells, whose figure is a comparison, use the siblings' point estimate and need min_devices devices."""
+    what = f"{label(d.gate)} excess"
     positive = sum(max(0.0, c.excess) for c in cells)
     if positive <= 0:
         return {}, 0.0, f"no {what}: every cell is within the threshold"
@@ -391,25 +403,32 @@ def _answer(cells: list[Cell], ranked: list[str], gate: str, config: Config) -> 
     kept = list(ranked)
 
     def matching(dims: list[str]) -> list[Cell]:
-        return [c for c in cells if all(c.values[d] == top.values[d] for d in dims)]
+        return [c for c in cells if all(c.values[x] == top.values[x] for x in dims)]
 
-    for d in reversed(ranked):
-        rest = [x for x in kept if x != d]
+    def most_excess_per_count(group: list[Cell]) -> float:
+        if d.gate == GateName.QUALITY_LOSS:
+            n = sum(c.n for c in group)
+            enough = n > 0 and sum(c.devices for c in group) >= config.min_devices
+            return sum(c.excess for c in group) / n if enough else math.inf
+        bounds = stats.wilson(sum(c.k_eff for c in group), sum(c.n_eff for c in group), config.statistics.confidence)
+        if bounds is None:
+            return math.inf
+        return bounds[1] - d.threshold if d.harm_above else d.threshold - bounds[0]
+
+    for x in reversed(ranked):
+        rest = [y for y in kept if y != x]
         group = matching(kept)
-        siblings = [c for c in matching(rest) if c.values[d] != top.values[d]]
         rate = sum(c.excess for c in group) / max(1.0, sum(c.n for c in group))
-        sib_n = sum(c.n for c in siblings)
-        telling = (sum(c.devices for c in siblings) >= config.min_devices and sib_n > 0
-                   and sum(c.excess for c in siblings) / sib_n < SIBLING_RATIO * rate)
-        if not telling:
+        siblings = [c for c in matching(rest) if c.values[x] != top.values[x]]
+        if not siblings or most_excess_per_count(siblings) >= SIBLING_RATIO * rate:
             kept = rest
     if not kept:
-        where = ", ".join(f"{d} = {top.values[d]}" for d in ranked) or "the segment"
+        where = ", ".join(f"{x} = {top.values[x]}" for x in ranked) or "the segment"
         return {}, top.excess / positive, (f"the {what} is spread over the cells: the largest "
                                            f"({where}) holds {top.excess / positive:.0%} of it")
-    named = {d: top.values[d] for d in ranked if d in kept}
+    named = {x: top.values[x] for x in ranked if x in kept}
     share = sum(max(0.0, c.excess) for c in matching(kept)) / positive
-    parts = [f"{d} = {v}" for d, v in named.items()]
+    parts = [f"{x} = {v}" for x, v in named.items()]
     said = parts[0] + (" with " + " and ".join(parts[1:]) if parts[1:] else "")
     return named, share, f"{share:.0%} of the {what} is {said}"
 

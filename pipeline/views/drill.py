@@ -23,9 +23,13 @@ def drill_text(result: Any, width: int | None = None, max_cells: int = MAX_CELLS
                  f"false discovery rate {percent(result.alpha)}: {flagged} flagged", width)
     if not result.drills:
         out.append("nothing to drill: no segment rolls back (choose one with --segment, or --all)")
+    elif len(result.drills) > 1:
+        out += ["", "answers:"]
+        for d in result.drills:
+            out += _wrap(d.answer, width, "    ", first=f"  {d.segment} · {label(d.gate)}: ")
     for d in result.drills:
         out += ["", f"{d.segment} · {label(d.gate)} ({d.status or 'not judged'}): {d.what}, threshold "
-                    f"{'<=' if d.harm_above else '>='} {percent(d.threshold)}"]
+                    f"{'<=' if d.figure_max else '>='} {percent(d.threshold)}"]
         out += _wrap(d.answer, width, "  ")
         if d.dimensions:
             ranked = "; ".join(f"{x.name} {percent(x.share_of_excess)} in {x.top_value} ({percent(x.share_of_count)} "

@@ -6,7 +6,34 @@ WITH picked AS (
     device_id,
     day,
     total_ms_sum,
-    ARRAYS_OVERLAP(error_codes, :kill_codes) AS killed
+    ARRAYS_OVERLAP(error_codes, :kill_codes) AS killed,
+    CONCAT_WS(
+      CHR(  31),
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'soc')
+        THEN COALESCE(soc, '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'os_version')
+        THEN COALESCE(os_version, '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'mem_class_gb')
+        THEN COALESCE(CAST(mem_class_gb AS STRING), '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'npu_ready')
+        THEN COALESCE(CAST(npu_ready AS STRING), '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'model_id')
+        THEN COALESCE(model_id, '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'app_version')
+        THEN COALESCE(app_version, '(null)')
+      END
+    ) AS cell
   FROM rollup_device_day
   WHERE
     release = :release
@@ -27,6 +54,7 @@ WITH picked AS (
     task,
     device_tier,
     network_bucket,
+    cell,
     device_id,
     day,
     GROUPING(task) * 4 + GROUPING(device_tier) * 2 + GROUPING(network_bucket) AS level,
@@ -34,14 +62,15 @@ WITH picked AS (
   FROM picked
   GROUP BY
     GROUPING SETS (
-      (task, device_tier, network_bucket, device_id, day),
-      (device_id, day)
+      (task, device_tier, network_bucket, cell, device_id, day),
+      (cell, device_id, day)
     )
 ), per_device AS (
   SELECT
     s.task,
     s.device_tier,
     s.network_bucket,
+    s.cell,
     s.level,
     s.device_id,
     COUNT(*) AS days,
@@ -60,6 +89,7 @@ WITH picked AS (
     s.task,
     s.device_tier,
     s.network_bucket,
+    s.cell,
     s.level,
     s.device_id
 )
@@ -67,6 +97,7 @@ SELECT
   task,
   device_tier,
   network_bucket,
+  cell,
   level,
   COUNT(*) AS devices,
   SUM(days) AS days,
@@ -82,4 +113,5 @@ GROUP BY
   task,
   device_tier,
   network_bucket,
+  cell,
   level

@@ -3,7 +3,34 @@ WITH picked AS (
     *,
     CASE WHEN route = 'cloud' THEN 'cloud' ELSE 'edge' END AS side,
     CASE WHEN network_bucket <> :bucket_offline THEN rows ELSE 0 END AS online_rows,
-    CASE WHEN network_bucket <> :bucket_offline THEN adopted ELSE 0 END AS online_adopted
+    CASE WHEN network_bucket <> :bucket_offline THEN adopted ELSE 0 END AS online_adopted,
+    CONCAT_WS(
+      CHR(  31),
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'soc')
+        THEN COALESCE(soc, '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'os_version')
+        THEN COALESCE(os_version, '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'mem_class_gb')
+        THEN COALESCE(CAST(mem_class_gb AS STRING), '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'npu_ready')
+        THEN COALESCE(CAST(npu_ready AS STRING), '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'model_id')
+        THEN COALESCE(model_id, '(null)')
+      END,
+      CASE
+        WHEN ARRAY_CONTAINS(SPLIT(:by, CONCAT('\\Q', ',', '\\E')), 'app_version')
+        THEN COALESCE(app_version, '(null)')
+      END
+    ) AS cell
   FROM rollup_device_day
   WHERE
     release = :release
@@ -15,6 +42,7 @@ WITH picked AS (
     task,
     device_tier,
     network_bucket,
+    cell,
     GROUPING(task) * 4 + GROUPING(device_tier) * 2 + GROUPING(network_bucket) AS level,
     SUM(rows) AS rows,
     SUM(adopted) AS adopted,
@@ -38,11 +66,11 @@ WITH picked AS (
   FROM picked
   GROUP BY
     GROUPING SETS (
-      (side, task, device_tier, network_bucket, device_id),
-      (side, task, device_tier, device_id),
-      (side, task, network_bucket, device_id),
-      (side, task, device_id),
-      (side, device_id)
+      (side, task, device_tier, network_bucket, cell, device_id),
+      (side, task, device_tier, cell, device_id),
+      (side, task, network_bucket, cell, device_id),
+      (side, task, cell, device_id),
+      (side, cell, device_id)
     )
 ), weighted AS (
   SELECT
@@ -71,6 +99,7 @@ SELECT
   task,
   device_tier,
   network_bucket,
+  cell,
   level,
   COUNT(*) AS devices,
   SUM(rows) AS rows,
@@ -156,4 +185,5 @@ GROUP BY
   task,
   device_tier,
   network_bucket,
+  cell,
   level

@@ -1,0 +1,114 @@
+"""`pipeline drill` on real warehouses: the injected device cell of chip_regression found first and named, no
+flag on a healthy release, cells that add up to the gate's own counts, and usage errors (docs/drill-down.md)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli.main import main
+from pipeline.common.config import load_config
+from pipeline.gate.drill import OTHER, drill, parse_dimensions
+from pipeline.gate.evaluate import evaluate_gate
+from pipeline.planning.simulate import write_parquet
+from pipeline.warehouse import db
+from tests.conftest import run_cli
+
+AS_OF = "2026-12-01"
+START = datetime(2026, 11, 17)
+INJECTED = {"soc": "helio-g85", "os_version": "android-14", "npu_ready": "false"}
+
+
+def _warehouse(folder: Path, scenario: str, seed: int, rows: int = 100_000) -> Path:
+    write_parquet(folder / "landing", "9.0", rows, scenario, seed, start=START, days=14)
+    path = folder / "telemetry.duckdb"
+    assert main(["ingest", str(folder / "landing"), "--db", str(path)]) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def chip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _warehouse(tmp_path_factory.mktemp("chip"), "chip_regression", 3)
+
+
+def _drill(path: Path, *args: str) -> dict:
+    done = run_cli("drill", "--release", "9.0", "--db", str(path), "--as-of", AS_OF, "--json", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_chip_regression_names_the_injected_cell_first(chip: Path) -> None:
+    out = _drill(chip)
+    assert out["by"] == ["soc", "os_version", "mem_class_gb", "npu_ready", "model_id", "app_version"]
+    drills = out["drills"]
+    # the low tier rolls back on memory: every failing (segment, gate) is one of them
+    assert {d["gate"] for d in drills} == {"peak_memory", "resident_memory"}
+    assert {d["segment"].split("/")[1] for d in drills} == {"low"}
+    for d in drills:
+        first = d["cells"][0]["cell"]
+        assert first["soc"] == "helio-g85" and first["os_version"] == "android-14", d["segment"]
+        assert first["npu_ready"] in ("false", "*"), d["segment"]
+        assert d["cells"][0]["flagged"] is True
+        assert d["named"].items() <= INJECTED.items(), d["answer"]
+        assert {"soc", "os_version"} <= set(d["named"]), d["answer"]
+    big = next(d for d in drills if d["segment"] == "rewrite/low/normal" and d["gate"] == "peak_memory")
+    assert big["named"] == INJECTED
+    assert big["answer"] == ("100% of the peak memory excess is soc = helio-g85 with os_version = android-14 "
+                             "and npu_ready = false")
+
+
+def test_cells_add_up_to_the_gates_counts(chip: Path) -> None:
+    config = load_config()
+    with db.reading(chip) as con:
+        result = evaluate_gate(con, "9.0", config, as_of=datetime.fromisoformat(AS_OF))
+        found = drill(con, result, config, parse_dimensions("soc,os_version,npu_ready"),
+                      segments=["rewrite/low/normal"], gates=["peak_memory", "kill_rate", "quality_loss"])
+    segment = next(s for s in result.segments if s.key == "rewrite/low/normal")
+    by_gate = {d.gate: d for d in found.drills}
+    assert sum(c.n for c in by_gate["peak_memory"].cells) == segment.checks["peak_memory"].rows
+    assert sum(c.n for c in by_gate["kill_rate"].cells) == segment.checks["kill_rate"].rows  # device-days
+    assert all(c.name != OTHER or c.pooled > 0 for c in by_gate["peak_memory"].cells)
+    quality = by_gate["quality_loss"]
+    assert all(c.cloud is not None for c in quality.cells if c.figure is not None)
+    assert found.to_dict()["multiplicity"] == {"method": "benjamini_hochberg", "alpha": pytest.approx(0.05),
+                                               "family": "every cell of this drill"}
+
+
+def test_a_healthy_release_flags_no_cell(tmp_path: Path) -> None:
+    path = _warehouse(tmp_path, "healthy", 4)
+    out = _drill(path, "--all")
+    cells = [c for d in out["drills"] for c in d["cells"]]
+    assert len(out["drills"]) > 100 and len(cells) > 1000
+    assert [c for c in cells if c["flagged"]] == []
+    assert out["not_split"] == []  # the default gates of a passing segment are those a drill can split
+    weak = _drill(path, "--segment", "rewrite/mid/weak", "--gate", "weak_network_latency")
+    assert weak["drills"] == []
+    assert weak["not_split"] == [{"segment": "rewrite/mid/weak", "gate": "weak_network_latency",
+                                  "why": "its figure is a ratio of p95s, and the rollup keeps no histogram per cell"}]
+    assert _drill(path)["drills"] == []  # nothing rolls back: nothing to drill by default
+
+
+def test_terminal_view_and_usage_errors(chip: Path) -> None:
+    done = run_cli("drill", "--release", "9.0", "--db", str(chip), "--as-of", AS_OF,
+                   "--segment", "rewrite/low/normal", "--gate", "peak_memory", "--by", "soc,os_version,npu_ready")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == ("drill-down of release 9.0 by soc, os_version, npu_ready; window 2026-11-17 .. 2026-11-30 "
+                        "UTC (14 whole days)")
+    assert ("  100% of the peak memory excess is soc = helio-g85 with os_version = android-14 and npu_ready = false"
+            in lines)
+    row = next(line for line in lines if line.startswith("  helio-g85 · android-14 · false"))
+    assert row.rstrip().endswith("FLAG")
+    for args, message in (
+            (["--by", "soc,chip"], "pipeline drill: error: --by 'soc,chip': unknown dimension chip; valid: soc, "
+                                   "os_version, mem_class_gb, npu_ready, model_id, app_version"),
+            (["--segment", "rewrite/low"], "pipeline drill: error: --segment 'rewrite/low': no such segment in "
+                                           "release 9.0; segments: "),
+            (["--gate", "speed"], "pipeline drill: error: --gate 'speed': no such gate; gates: peak_memory, ")):
+        bad = run_cli("drill", "--release", "9.0", "--db", str(chip), "--as-of", AS_OF, *args)
+        assert bad.returncode == 2
+        assert bad.stderr.startswith(message), bad.stderr
+        assert "Traceback" not in bad.stderr
