@@ -110,12 +110,17 @@ def _deliver_alerts(args: argparse.Namespace, config: Any, warehouse: Any) -> No
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from pipeline.gate.drill import READS, drill, parse_dimensions
+    from pipeline.views.drill import drill_text
     from pipeline.views.terminal import explain_dict, explain_view, terminal_width, wants_colour
 
     config = _config(args)
     with _telemetry(args, config) as source:
         result = _evaluate(args, config, source)
-    match = [s for s in result.segments if s.key == args.segment]
+        match = [s for s in result.segments if s.key == args.segment]
+        found = None
+        if match and any(g in READS for g in match[0].failed_gates):  # where its failure is (pipeline drill)
+            found = drill(source, result, config, parse_dimensions(None), segments=[args.segment])
     if not match:
         known = ", ".join(s.key for s in result.segments) or "none"
         if len(args.segment.split("/")) != 3:
@@ -123,10 +128,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
                              f"(e.g. rewrite/mid/weak); segments of release {args.release}: {known}")
         raise UsageError(f"no segment {args.segment!r} in release {args.release}; segments: {known}")
     if args.json:
-        _emit_json(explain_dict(result, match[0], config))
+        out = explain_dict(result, match[0], config)
+        out["drill"] = found.to_dict() if found else None
+        _emit_json(out)
     else:
-        print(explain_view(result, match[0], config, width=terminal_width(sys.stdout),
-                           colour=wants_colour(sys.stdout, args.no_color)))
+        width = terminal_width(sys.stdout)
+        print(explain_view(result, match[0], config, width=width, colour=wants_colour(sys.stdout, args.no_color)))
+        if found:
+            print("\nwhere the failure is (pipeline drill):")
+            print(drill_text(found, width=width, max_cells=3, header=False))
     return EXIT_OK
 
 

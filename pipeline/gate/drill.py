@@ -75,6 +75,7 @@ class Cell:
     share: float = 0.0  # of the positive excess
     flagged: bool = False
     pooled: int = 0  # cells pooled into OTHER
+    k: float = 0.0  # raw count of the figure's numerator
     k_eff: float = 0.0  # the figure's device-adjusted counts (rate gates)
     n_eff: float = 0.0
 
@@ -126,6 +127,7 @@ class Drill:
     answer: str = ""
     named: dict[str, str] = field(default_factory=dict)  # the one-line answer's dimensions and values
     varying: tuple[str, ...] = ()  # the dimensions with more than one value in the segment (the others say nothing)
+    raw: list[Cell] = field(default_factory=list)  # every cell as the SQL gives it, unmerged and untested
     named_share: float = 0.0
 
     @property
@@ -275,7 +277,8 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
     unpooled = [measure(_values(r["cell"], by), [r], test=False) for r in edge_rows]  # for the ranking and answer
     varying = tuple(x for x in by if len({c.values[x] for c in unpooled}) > 1)
     ranked = [x for x in _rank(unpooled, by) if x.name in varying]
-    d = Drill(segment, gate, status, _what(gate), threshold, harm_above, 0.0, [], varying=varying, dimensions=ranked)
+    d = Drill(segment, gate, status, _what(gate), threshold, harm_above, 0.0, [], varying=varying, dimensions=ranked,
+              raw=unpooled)
     d.named, d.named_share, d.answer = _answer(unpooled, [x.name for x in ranked], d, config)
     # small cells merge away their least telling dimension first: the answer's dimensions are the most telling
     order = list(d.named) + [x.name for x in ranked if x.name not in d.named]
@@ -334,7 +337,7 @@ def _measure(values: dict[str, str], row: dict[str, Any], cloud_rows: list[dict[
     conf, sequential = config.statistics.confidence, config.statistics.method == "sequential"
     cell = Cell(values, int(row.get(f"{n}_devices", row["devices"])), raw_n, r.rate if r.n else None,
                 stats.wilson(r.k_eff, r.n_eff, conf) if r.n_eff > 0 else None, 0.0,
-                k_eff=r.k_eff if r.n_eff > 0 else 0.0, n_eff=r.n_eff if r.n_eff > 0 else 0.0)
+                k=raw_k, k_eff=r.k_eff if r.n_eff > 0 else 0.0, n_eff=r.n_eff if r.n_eff > 0 else 0.0)
     if not quality:
         cell.excess = (raw_k - threshold * raw_n) if harm_above else (threshold * raw_n - raw_k)
         if test and r.n_eff > 0:

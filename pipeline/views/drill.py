@@ -15,20 +15,22 @@ def _pct(v: float | None) -> str:
     return "?" if v is None else percent(0.0 if abs(v) < 1e-9 else v)
 
 
-def drill_text(result: Any, width: int | None = None, max_cells: int = MAX_CELLS) -> str:
-    out = [f"drill-down of release {result.release} by {', '.join(result.by)}; window {window_text(result)}"]
+def drill_text(result: Any, width: int | None = None, max_cells: int = MAX_CELLS, header: bool = True) -> str:
+    """The drill as text; header=False leaves out the release and window (pipeline explain has said them)."""
+    out = [f"drill-down of release {result.release} by {', '.join(result.by)}; window {window_text(result)}"] \
+        if header else []
     cells = sum(len(d.cells) for d in result.drills)
     flagged = sum(c.flagged for d in result.drills for c in d.cells)
     out += _wrap(f"flags: a cell that fails on its own; Benjamini-Hochberg over the {cells} cells of this drill, "
                  f"false discovery rate {percent(result.alpha)}: {flagged} flagged", width)
     if not result.drills:
         out.append("nothing to drill: no segment rolls back (choose one with --segment, or --all)")
-    elif len(result.drills) > 1:
+    elif len(result.drills) > 1 and header:
         out += ["", "answers:"]
         for d in result.drills:
             out += _wrap(d.answer, width, "    ", first=f"  {d.segment} · {label(d.gate)}: ")
     for d in result.drills:
-        out += ["", f"{d.segment} · {label(d.gate)} ({d.status or 'not judged'}): {d.what}, threshold "
+        out += [""] * bool(out) + [f"{d.segment} · {label(d.gate)} ({d.status or 'not judged'}): {d.what}, threshold "
                     f"{'<=' if d.figure_max else '>='} {percent(d.threshold)}"]
         out += _wrap(d.answer, width, "  ")
         if d.dimensions:
@@ -49,7 +51,7 @@ def drill_text(result: Any, width: int | None = None, max_cells: int = MAX_CELLS
         if len(d.cells) > max_cells:
             rest = d.cells[max_cells:]
             out.append(f"  ... {len(rest)} more cells ({sum(c.share for c in rest):.0%} of the excess, "
-                       f"{sum(c.flagged for c in rest)} flagged); --json lists them all")
+                       f"{sum(c.flagged for c in rest)} flagged); pipeline drill --json lists them all")
     for s in result.skipped:
         out += _wrap(f"{s['segment']} · {label(s['gate'])}: not split by device ({s['why']})", width)
     return "\n".join(out)

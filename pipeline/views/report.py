@@ -34,6 +34,7 @@ import duckdb
 
 from pipeline.common.config import Config
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GateName
+from pipeline.common.registry import label as gate_label
 from pipeline.common.vocabulary import BUCKETS, TIERS, Status, Tier, Verdict
 from pipeline.gate.evaluate import GateCheck, GateResult, Segment
 from pipeline.views.render import fmt_interval
@@ -41,7 +42,7 @@ from pipeline.warehouse import sqlfiles
 
 TEMPERATURE_POINTS = 3000  # edge rows drawn in the temperature scatter
 OVER_10S_MS = 10_000  # the contract's over_10s line (sql/ddl/derived.sql)
-CHARTS = ("latency", "memory", "temperature", "daily", "rows")  # each drawn into <div id="chart-NAME">
+CHARTS = ("matrix", "latency", "memory", "temperature", "daily", "rows")  # each drawn into <div id="chart-NAME">
 VERDICT_COLOURS = {Verdict.KEEP_EDGE: "#1a7f37", Verdict.PARTIAL_ROLLBACK: "#b35900",
                    Verdict.ROLLBACK_TO_CLOUD: "#c62828", Verdict.INSUFFICIENT_DATA: "#57606a"}
 VERDICT_TEXT = {Verdict.KEEP_EDGE: "keep the edge route everywhere",
@@ -77,6 +78,7 @@ def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, o
     elif result.release != release:
         raise ValueError(f"result is for release {result.release!r}, not {release!r}")
     data = _chart_data(con, result)
+    data["matrix"] = _matrix_data(con, result, config)
     data["ledger"] = _ledger_data(con, result, config, candidates)
     page = _page(result, config, data, index_href)
     out = Path(out)
@@ -132,6 +134,35 @@ def _chart_data(con: duckdb.DuckDBPyConnection, result: GateResult) -> dict[str,
     }
 
 
+def _matrix_data(con: duckdb.DuckDBPyConnection, result: GateResult, config: Config) -> dict[str, Any]:
+    """The chip x OS heat map: the gate that fails in most rolled-back segments (of those a drill splits into
+    rates), its figure per (soc, os_version) pooled over those segments (pipeline/gate/drill.py)."""
+    from collections import Counter
+
+    from pipeline.gate.drill import READS, drill
+
+    rolled = [s for s in result.segments if s.decision == Verdict.ROLLBACK_TO_CLOUD]
+    failing = Counter(g for s in rolled for g in s.failed_gates if g in READS and g != GateName.QUALITY_LOSS)
+    if not failing:
+        return {"gate": None, "cells": []}
+    gate = max(failing, key=lambda g: (failing[g], -GATE_NAMES.index(g)))  # a tie: the registry's first
+    segments = [s.key for s in rolled if gate in s.failed_gates]
+    found = drill(con, result, config, ("soc", "os_version"), segments=segments, gates=[gate])
+    pooled: dict[tuple[str, str], list[float]] = {}
+    for d in found.drills:
+        for c in d.raw:
+            acc = pooled.setdefault((c.values["soc"], c.values["os_version"]), [0.0, 0.0, 0.0, 0.0])
+            for i, v in enumerate((c.k, c.n, c.devices, max(0.0, c.excess))):
+                acc[i] += v
+    excess = sum(a[3] for a in pooled.values()) or 1.0
+    cells = [{"soc": soc, "os_version": os, "figure": k / n, "count": int(n), "devices": int(dev),
+              "share_of_excess": e / excess} for (soc, os), (k, n, dev, e) in sorted(pooled.items()) if n > 0]
+    first = found.drills[0]
+    largest = max(found.drills, key=lambda d: sum(c.n for c in d.raw))
+    return {"gate": gate, "what": first.what, "threshold": first.threshold, "segments": segments, "cells": cells,
+            "answer": f"{largest.segment}: {largest.answer}"}
+
+
 DECISION_ORDER = {Verdict.ROLLBACK_TO_CLOUD: 0, Verdict.KEEP_EDGE: 1, Verdict.INSUFFICIENT_DATA: 2}
 
 
@@ -167,6 +198,7 @@ def _specs(result: GateResult, config: Config, data: dict[str, Any]) -> dict[str
     import altair as alt
 
     builders = {
+        "matrix": lambda ds: _matrix_chart(alt, ds, data["matrix"]),
         "latency": lambda ds: _latency_chart(alt, ds, config, data["latency"]),
         "memory": lambda ds: _memory_chart(alt, ds, result),
         "temperature": lambda ds: _temperature_chart(alt, ds, config, data["temperature"]),
@@ -211,6 +243,32 @@ def _latency_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]
                    column=alt.Column("network_bucket:N", title="network bucket", sort=buckets))
             .resolve_scale(y="shared")
             .properties(title="total_ms by network bucket: edge vs cloud (dashed: the task's p95 budget)"))
+
+
+def _matrix_chart(alt: Any, ds: dict, matrix: dict[str, Any]) -> Any:
+    cells = matrix["cells"]
+    by_excess: dict[str, float] = {}
+    for c in cells:
+        by_excess[c["soc"]] = by_excess.get(c["soc"], 0.0) + c["share_of_excess"]
+    socs = sorted(by_excess, key=lambda s: (-by_excess[s], s))  # the chip with most of the excess on top
+    base = alt.Chart(_named(alt, ds, "matrix", cells)).encode(
+        x=alt.X("os_version:N", title="OS version", sort="ascending", axis=alt.Axis(labelAngle=0, orient="top")),
+        y=alt.Y("soc:N", title="SoC", sort=socs))
+    rect = base.mark_rect(stroke="white").encode(
+        color=alt.Color("figure:Q", title=matrix.get("what") or "figure",  # white up to the threshold, then red
+                        scale=alt.Scale(domain=[0, matrix.get("threshold") or 0.05, 1],
+                                        range=["#ffffff", "#fde0dd", "#b71c1c"]),
+                        legend=alt.Legend(format="%", orient="bottom")),
+        tooltip=["soc:N", "os_version:N", alt.Tooltip("figure:Q", format=".1%"), "count:Q", "devices:Q",
+                 alt.Tooltip("share_of_excess:Q", format=".0%", title="share of the excess")])
+    text = base.mark_text(fontSize=11).encode(
+        text=alt.Text("figure:Q", format=".0%"),
+        color=alt.condition("datum.figure > 0.5", alt.value("white"), alt.value("#24292f")))
+    title = "no gate fails in a rolled-back segment: nothing to locate"
+    if matrix["gate"]:
+        title = (f"{gate_label(matrix['gate'])}: {matrix['what']} per SoC and OS, over the "
+                 f"{len(matrix['segments'])} segments it fails in (threshold {matrix['threshold']:.0%})")
+    return alt.layer(rect, text).properties(width=alt.Step(64), height=alt.Step(22), title=title)
 
 
 def _memory_chart(alt: Any, ds: dict, result: GateResult) -> Any:
@@ -434,6 +492,10 @@ def _failing_summary(segments: list[Segment]) -> str:
 
 
 CAPTIONS = {
+    "matrix": "Where the failure is: the gate that fails in most rolled-back segments, split by chip and OS "
+              "version (each square: its figure on those devices, pooled over those segments; hover for counts and "
+              "its share of the excess). pipeline drill --release R gives every dimension, the cells flagged and "
+              "a one-line answer.",
     "latency": "Bars: p50, p95 and p99 of total_ms over the window, edge beside cloud, per task and network "
                "bucket, on one scale for every panel. The gate judges the edge p95 per segment "
                "(inference_duration) and, in weak networks, against the cloud's p95 (weak_network_latency).",
@@ -446,23 +508,29 @@ CAPTIONS = {
              "day may be partial.",
     "rows": "Edge rows each segment has in the window; a segment below the minimum is insufficient_data.",
 }
-TITLES = {"latency": "Latency: edge vs cloud", "memory": "Memory per tier", "temperature": "Heat against duration",
+TITLES = {"matrix": "Device matrix: chip x OS",
+          "latency": "Latency: edge vs cloud", "memory": "Memory per tier", "temperature": "Heat against duration",
           "daily": "Adoption and fallback by day", "rows": "Rows per segment"}
 
 
 def _page(result: GateResult, config: Config, data: dict[str, Any], index_href: str | None = None) -> str:
     specs = _specs(result, config, data)
     colour = VERDICT_COLOURS.get(result.verdict, "#57606a")
-    charts = "".join(
-        f"<section class=\"chart\"><h2>{_e(TITLES[n])}</h2><p class=\"caption\">{_e(CAPTIONS[n])}</p>"
-        f"<div id=\"chart-{n}\" class=\"vis\"></div></section>" for n in CHARTS)
+    sections = {
+        n: f"<section class=\"chart\"><h2>{_e(TITLES[n])}</h2><p class=\"caption\">{_e(CAPTIONS[n])}</p>"
+           f"<div id=\"chart-{n}\" class=\"vis\"></div></section>" for n in CHARTS}
+    answer = data["matrix"].get("answer")
+    matrix = sections.pop("matrix")  # where the failure is, before the tables: people look before they read
+    if answer:
+        matrix = matrix.replace("</p>", f"</p><p id=\"matrix-answer\" class=\"answer\">{_e(answer)}</p>", 1)
+    charts = "".join(sections.values())
     nav = f"<nav><a id=\"index-link\" href=\"{_e(index_href)}\">&larr; all releases</a></nav>" if index_href else ""
     body = (
         f"<header>{nav}<h1>Release {_e(result.release)}: rollback report</h1>"
         f"<div id=\"verdict\" class=\"verdict\" style=\"background:{colour}\">"
         f"<span class=\"label\">verdict</span> <strong id=\"verdict-text\">{_e(result.verdict)}</strong>"
         f"<span class=\"what\">{_e(VERDICT_TEXT.get(result.verdict, ''))}: {_e(result.note)}</span></div>"
-        f"</header>{_failing_summary(result.segments)}{_facts(result, config, data)}"
+        f"</header>{_failing_summary(result.segments)}{_facts(result, config, data)}{matrix}"
         "<h2>Gate table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
         "<span class=\"key fail\">✗ failed</span> <span class=\"key insufficient_data\">? insufficient data</span> "
         "<span class=\"key not_applicable\">– not applicable</span> <span class=\"key borderline\">~ borderline "
