@@ -44,8 +44,10 @@ def exact(values: dict[str, str]) -> bool:
 def run(scenario: str, seed: int, rows: int, folder: Path) -> list:
     landing, path = folder / f"{scenario}-{seed}", folder / f"{scenario}-{seed}.duckdb"
     write_parquet(landing, "9.0", rows, scenario, seed, start=START, days=14)
-    with contextlib.redirect_stdout(io.StringIO()):
-        cli(["ingest", str(landing), "--db", str(path)])
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        code = cli(["ingest", str(landing), "--db", str(path)])
+    if code != 0:
+        raise SystemExit(f"ingest of {landing} exited {code}: {said.getvalue()}")
     config = load_config()
     with db.reading(path) as con:
         result = evaluate_gate(con, "9.0", config, as_of=AS_OF)

@@ -112,3 +112,41 @@ def test_terminal_view_and_usage_errors(chip: Path) -> None:
         assert bad.returncode == 2
         assert bad.stderr.startswith(message), bad.stderr
         assert "Traceback" not in bad.stderr
+
+
+def test_compare_names_the_candidates_losses_on_the_bundled_sample(demo_dir: Path) -> None:
+    done = run_cli("compare", "--release", "4.12", "--against", "4.11", "--db", str(demo_dir / "telemetry.duckdb"),
+                   "--as-of", AS_OF, "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert (out["release"], out["against"], out["by"]) == ("4.12", "4.11", [])
+    worse = {(c["segment"], c["gate"]): c for c in out["comparisons"] if c["worse"]}
+    slow = worse[("rewrite/low/normal", "inference_duration")]
+    assert slow["previous"] < 0.01 < 0.5 < slow["candidate"]
+    assert slow["interval"][0] > 0.5 and slow["interval"][1] <= 1
+    assert slow["candidate_p95"] > 10_000 > slow["previous_p95"]
+    loss = worse[("rewrite/low/normal", "quality_loss")]
+    assert loss["margin"] == 0.03 and loss["interval"][0] > 0.03  # a relative loss past the tolerance
+    assert {g for (_, g) in worse} >= {"peak_memory", "inference_duration", "thermal", "kill_rate", "quality_loss"}
+    # the healthy release against the failing one: nothing is worse
+    back = run_cli("compare", "--release", "4.11", "--against", "4.12", "--db", str(demo_dir / "telemetry.duckdb"),
+                   "--as-of", AS_OF)
+    assert back.returncode == 0, back.stderr
+    assert "no segment is worse on 4.11 than on 4.12" in back.stdout.splitlines()
+    text = run_cli("compare", "--release", "4.12", "--against", "4.11", "--db", str(demo_dir / "telemetry.duckdb"),
+                   "--as-of", AS_OF).stdout.splitlines()
+    row = next(line for line in text if line.startswith("rewrite/low/normal") and "inference duration" in line)
+    assert row.rstrip().endswith("WORSE") and " -> " in row
+
+
+def test_compare_usage_errors(demo_dir: Path) -> None:
+    db_file = str(demo_dir / "telemetry.duckdb")
+    for args, message in (
+            (["--against", "4.11", "--by", "app_version"],
+             "pipeline compare: error: --by 'app_version': app_version differs between two releases by construction;"
+             " compare cells by soc, os_version, mem_class_gb, npu_ready"),
+            (["--against", "4.12"], "pipeline compare: error: --against '4.12' is the release itself"),
+            (["--against", "3.0"], "pipeline compare: error: no release '3.0' in the database")):
+        bad = run_cli("compare", "--release", "4.12", "--db", db_file, "--as-of", AS_OF, *args)
+        assert bad.returncode == 2, bad.stderr
+        assert bad.stderr.startswith(message), bad.stderr

@@ -1,4 +1,4 @@
-"""The gate commands: gate (the release gate of CI), explain, drill, report, state, history and runs."""
+"""The gate commands: gate (the release gate of CI), explain, drill, compare, report, state, history and runs."""
 
 from __future__ import annotations
 
@@ -157,6 +157,26 @@ def cmd_drill(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pipeline.gate.compare import compare, parse_matching
+    from pipeline.views.compare import compare_text
+    from pipeline.views.terminal import terminal_width
+
+    config = _config(args)
+    by = parse_matching(args.by)
+    if args.against == args.release:
+        raise UsageError(f"--against {args.against!r} is the release itself; name the previous release")
+    with _telemetry(args, config) as source:
+        candidate = _evaluate(args, config, source)
+        previous = _evaluate(argparse.Namespace(**{**vars(args), "release": args.against}), config, source)
+        found = compare(source, candidate, previous, config, by)
+    if args.json:
+        _emit_json(found.to_dict())
+    else:
+        print(compare_text(found, width=terminal_width(sys.stdout), show_all=args.all))
+    return EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from pipeline.views.report import report_filename, write_report
 
@@ -276,6 +296,23 @@ def add_commands(sub: Any) -> None:
     _holdback_option(p)
     _engine_options(p)
     p.set_defaults(func=cmd_drill)
+
+    p = sub.add_parser("compare", help="the candidate release's edge beside the previous release's edge, per segment",
+                       description="Compares two releases' edge over the candidate's window on every figure the "
+                                   "gate counts, with the statistics of its cloud comparisons; a comparison is "
+                                   "WORSE when the candidate is past the previous release by more than the gate's "
+                                   "margin (docs/drill-down.md). Exit status: 0, or 2 for a usage error.")
+    p.add_argument("--release", required=True, help="the candidate release, e.g. 4.12")
+    p.add_argument("--against", required=True, metavar="RELEASE", help="the previous release, e.g. 4.11")
+    p.add_argument("--by", metavar="DIMS", help="also per device cell: comma-separated soc, os_version, "
+                                                "mem_class_gb, npu_ready")
+    p.add_argument("--all", action="store_true", help="list every comparison, not only the worse ones")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    _db_option(p)
+    _config_option(p)
+    _as_of_option(p)
+    _engine_options(p)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("report", help="write a self-contained HTML page of a release's gate evaluation, with charts")
     p.add_argument("--release", required=True, help="the release, e.g. 4.12")

@@ -51,6 +51,8 @@ EXAMPLES = {
     "drill": "pipeline drill --release 4.12\n"
              "pipeline drill --release 4.12 --segment rewrite/low/normal --gate kill_rate --by soc,npu_ready\n"
              "pipeline drill --release 4.12 --all --json   # every judged segment",
+    "compare": "pipeline compare --release 4.12 --against 4.11\n"
+               "pipeline compare --release 4.12 --against 4.11 --by soc,npu_ready --json",
     "explain": "pipeline explain --release 4.12 --segment rewrite/low/weak\n"
                "pipeline explain --release 4.12 --segment rewrite/low/weak --json",
     "report": "pipeline report --release 4.12 --out reports/report-4.12.html",
