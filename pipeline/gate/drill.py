@@ -290,7 +290,7 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
     positive = sum(max(0.0, c.excess) for c in d.cells)
     for c in d.cells:
         c.share = max(0.0, c.excess) / positive if positive > 0 else 0.0
-    d.cells.sort(key=lambda c: (-c.excess, c.name))
+    d.cells.sort(key=lambda c: (-max(0.0, c.excess), -c.n, c.name))  # the excess first, then the biggest
     d.excess = sum(c.excess for c in d.cells)
     return d
 

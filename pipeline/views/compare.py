@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.common.registry import label
+from pipeline.common.registry import BY_NAME, label
 from pipeline.common.tables import rows_as
 from pipeline.gate.compare import change_text
 from pipeline.views.terminal import _wrap, percent, window_text
@@ -17,8 +17,8 @@ def _pct(v: float | None) -> str:
 def _p95(v: float | None, gate: str) -> str:
     if v is None:
         return ""
-    return f"{v:,.0f} ms" if gate in ("inference_duration", "cold_start") else (
-        f"{v:.1f} °C" if gate == "thermal" else percent(v))
+    unit = BY_NAME[gate].unit
+    return f"{v:,.0f} ms" if unit == "ms" else f"{v:.1f} °C" if unit == "°C" else percent(v)
 
 
 def compare_text(result: Any, width: int | None = None, show_all: bool = False) -> str:
