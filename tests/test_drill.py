@@ -4,6 +4,7 @@ flag on a healthy release, cells that add up to the gate's own counts, and usage
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -150,3 +151,17 @@ def test_compare_usage_errors(demo_dir: Path) -> None:
         bad = run_cli("compare", "--release", "4.12", "--db", db_file, "--as-of", AS_OF, *args)
         assert bad.returncode == 2, bad.stderr
         assert bad.stderr.startswith(message), bad.stderr
+
+
+def test_the_report_draws_the_chip_by_os_map_of_the_failing_gate(chip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    done = run_cli("report", "--release", "9.0", "--db", str(chip), "--as-of", AS_OF, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    answer = re.search(r'<p id="matrix-answer" class="answer">([^<]*)</p>', page)
+    assert answer is not None
+    assert answer.group(1) == ("rewrite/low/normal: 100% of the peak memory excess is soc = helio-g85 with "
+                               "os_version = android-14")
+    assert page.index('id="chart-matrix"') < page.index("<h2>Gate table</h2>")  # seen before the tables
+    cells = re.findall(r'\{"soc":"helio-g85","os_version":"android-14","figure":([0-9.]+)', page)
+    assert cells and float(cells[0]) > 0.5
