@@ -165,3 +165,40 @@ def test_the_report_draws_the_chip_by_os_map_of_the_failing_gate(chip: Path, tmp
     assert page.index('id="chart-matrix"') < page.index("<h2>Gate table</h2>")  # seen before the tables
     cells = re.findall(r'\{"soc":"helio-g85","os_version":"android-14","figure":([0-9.]+)', page)
     assert cells and float(cells[0]) > 0.5
+
+
+def test_routing_by_soc_keeps_the_edge_on_the_healthy_chips(chip: Path, tmp_path: Path) -> None:
+    from pipeline.common.config import DEFAULT_CONFIG
+
+    config = tmp_path / "by-soc.yaml"
+    config.write_text(DEFAULT_CONFIG.read_text().replace(
+        "  insufficient_data_route: edge_with_cloud_check\n",
+        "  insufficient_data_route: edge_with_cloud_check\n  dimensions: [soc]\n"))
+    tables = {}
+    for name, extra in (("plain", []), ("by_soc", ["--config", str(config)])):
+        out = tmp_path / f"routing-{name}.json"
+        done = run_cli("gate", "--release", "9.0", "--db", str(chip), "--as-of", AS_OF, "--dry-run", "--json",
+                       "--routing-out", str(out), *extra)
+        assert done.returncode == 1, done.stderr
+        tables[name] = (json.loads(done.stdout), json.loads(out.read_text()))
+    (plain, plain_routes), (by_soc, soc_routes) = tables["plain"], tables["by_soc"]
+    # the whole-segment verdict and routes are the same with and without the cells
+    assert by_soc["verdict"] == plain["verdict"] == "partial_rollback"
+    assert [s["decision"] for s in by_soc["segments"]] == [s["decision"] for s in plain["segments"]]
+    strip = [{k: v for k, v in r.items() if k != "cells"} for r in soc_routes["routes"]]
+    assert strip == plain_routes["routes"]
+    assert "cells" not in plain and all("cells" not in r for r in plain_routes["routes"])
+    assert by_soc["cells"]["dimensions"] == ["soc"]
+    # the low tier rolls back on memory; by chip, only helio-g85 leaves the edge there
+    entry = next(r for r in soc_routes["routes"] if (r["task"], r["device_tier"], r["network_bucket"])
+                 == ("rewrite", "low", "normal"))
+    assert entry["route"] == "cloud"
+    routes = {c["soc"]: c["route"] for c in entry["cells"]}
+    assert routes["helio-g85"] == "cloud"
+    assert {routes[s] for s in ("exynos-850", "snapdragon-480", "unisoc-t606")} == {"edge"}
+    helio = next(c for c in entry["cells"] if c["soc"] == "helio-g85")
+    assert "peak_memory" in helio["reason"]
+    # no healthy tier's chip leaves the edge, except the mid tier's injected MediaTek chip
+    away = {(r["device_tier"], c["soc"]) for r in soc_routes["routes"] for c in r.get("cells", [])
+            if c["route"] != "edge" and r["route"] == "edge"}
+    assert away <= {("mid", "dimensity-7050")}, away

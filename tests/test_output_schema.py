@@ -85,3 +85,17 @@ def test_ledger_json_validates_with_and_without_costs(demo_dir):
         assert ledger["schema_version"] == SCHEMA_VERSION
         _validator("ledger").validate(ledger)
         assert (ledger["missing_costs"] == []) == bool(extra)
+
+
+def test_drill_and_compare_json_validate(demo_dir):
+    drill = _pipeline(demo_dir, "drill", "--release", "4.12", "--as-of", DEMO_AS_OF, "--json")
+    assert drill.returncode == 0, drill.stderr
+    found = json.loads(drill.stdout)
+    _validator("drill").validate(found)
+    assert found["schema_version"] == SCHEMA_VERSION and len(found["drills"]) > 10
+    compare = _pipeline(demo_dir, "compare", "--release", "4.12", "--against", "4.11", "--as-of", DEMO_AS_OF,
+                        "--json", "--by", "soc")
+    assert compare.returncode == 0, compare.stderr
+    compared = json.loads(compare.stdout)
+    _validator("compare").validate(compared)
+    assert compared["by"] == ["soc"] and all(c["cell"] and "soc" in c["cell"] for c in compared["comparisons"])

@@ -17,7 +17,7 @@ from typing import Any
 from pipeline.common import package_data
 from pipeline.common.errors import ConfigError
 from pipeline.common.registry import CLOUD_CHECK_CATCHES, ESTIMANDS, GATE_NAMES
-from pipeline.common.vocabulary import EDGE_ERRORS, ROUTES, EdgeError, Route
+from pipeline.common.vocabulary import DEVICE_DIMENSIONS, EDGE_ERRORS, ROUTES, EdgeError, Route
 from pipeline.common.yamlspec import build, read_yaml, setting
 
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
@@ -188,6 +188,9 @@ class Routing:
     cloud_check_catches: tuple[str, ...] = _f(CLOUD_CHECK_CATCHES, choices=GATE_NAMES,
                                               help="gates whose failures a cloud check of the edge draft catches")
     insufficient_data_route: str = _f(Route.EDGE_WITH_CLOUD_CHECK.value, choices=ROUTES)
+    dimensions: tuple[str, ...] = _f((), choices=DEVICE_DIMENSIONS,
+                                     help="device dimensions the gate also judges and routes by inside each "
+                                          "segment (docs/drill-down.md)")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The JSON the pipeline prints for programs (`gate --json`, `nightly --json`, `ingest --json`,
-`state --json`, `ledger --json`, `backtest --json`, the routing table) is versioned: each object carries
+`state --json`, `ledger --json`, `backtest --json`, `drill --json`, `compare --json`, the routing
+table) is versioned: each object carries
 `schema_version`, and schemas/output/<name>.schema.json (JSON Schema 2020-12,
 shipped in the wheel, printed by `pipeline schema NAME`) describes it. Within one
 version fields are only added; anything a consumer could trip on bumps it.
@@ -13,7 +14,7 @@ from typing import Any
 from pipeline.common import package_data
 
 SCHEMA_VERSION = 1
-OUTPUTS = ("gate", "nightly", "ingest", "routing", "state", "ledger", "backtest")
+OUTPUTS = ("gate", "nightly", "ingest", "routing", "state", "ledger", "backtest", "drill", "compare")
 
 
 def schema(name: str) -> dict[str, Any]:

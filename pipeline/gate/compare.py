@@ -23,6 +23,7 @@ from typing import Any
 
 from pipeline.common.config import Config
 from pipeline.common.errors import UsageError
+from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GateName, label
 from pipeline.common.vocabulary import DEVICE_DIMENSIONS
 from pipeline.gate import drill, evaluate, source, stats
@@ -69,7 +70,8 @@ class CompareResult:
     held_back_hours: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"release": self.release, "against": self.against, "by": list(self.by),
+        return {"schema_version": SCHEMA_VERSION, "release": self.release, "against": self.against,
+                "by": list(self.by),
                 "window": {"start": drill._iso(self.window.start), "end": drill._iso(self.window.end)},
                 "multiplicity": {"method": "benjamini_hochberg", "alpha": self.alpha,
                                  "family": "every comparison of this run"},

@@ -36,6 +36,7 @@ from typing import Any
 
 from pipeline.common.config import Config
 from pipeline.common.errors import UsageError
+from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GateName, label
 from pipeline.common.vocabulary import DEVICE_DIMENSIONS, Status, Verdict
 from pipeline.gate import evaluate, source, stats
@@ -156,7 +157,7 @@ class DrillResult:
     min_devices: int = 0  # cells with fewer edge devices are pooled into OTHER
 
     def to_dict(self) -> dict[str, Any]:
-        return {"release": self.release, "by": list(self.by),
+        return {"schema_version": SCHEMA_VERSION, "release": self.release, "by": list(self.by),
                 "window": {"start": _iso(self.window.start), "end": _iso(self.window.end)},
                 "multiplicity": {"method": "benjamini_hochberg", "alpha": self.alpha,
                                  "family": "every cell of this drill"},
@@ -441,4 +442,4 @@ def _num(v: Any) -> Any:
 
 
 def _iso(t: Any) -> str:
-    return t.isoformat().replace("+00:00", "Z")
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")  # the window's times are UTC

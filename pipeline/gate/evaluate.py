@@ -234,6 +234,9 @@ class GateResult:
     # per network bucket: rows, and the median and p95 hours from event_time to the file's ingestion
     arrival_lag: dict[str, dict[str, float]] | None = None
     assignment: assignment.AssignmentCheck | None = None  # the hold-back split against the declared one (SRM)
+    # routing.dimensions: per judged segment, its cells' own verdicts (pipeline/gate/cells.py)
+    cells: dict[str, list[Any]] = field(default_factory=dict)
+    cell_dimensions: tuple[str, ...] = ()
 
     @property
     def window_start(self) -> datetime:
@@ -318,6 +321,9 @@ class GateResult:
             "assignment": self.assignment.to_dict() if self.assignment else None,
             "note": self.note,
             "segments": [s.to_dict() for s in self.segments],
+            **({"cells": {"dimensions": list(self.cell_dimensions),
+                          "segments": {k: [v.to_dict() for v in vs] for k, vs in self.cells.items()}}}
+               if self.cell_dimensions else {}),
         }
 
 
@@ -1156,6 +1162,10 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
         result, measure = _evaluate(con, release, config, as_of, now, window, declared_by, kill_codes)
         result.source = read_from
         _judge_kept(con, result, measure, kill_codes)
+        if config.routing.dimensions:
+            from pipeline.gate import cells
+
+            result.cells, result.cell_dimensions = cells.judge(con, result, config), config.routing.dimensions
     return result
 
 

@@ -6,6 +6,13 @@ segment when the release is rolled back as a whole), `edge_with_cloud_check`
 where it is suspect or where a cloud check of the edge draft catches every gate
 it failed (routing.cloud_check_catches), and routing.insufficient_data_route
 where there is not enough data yet.
+
+With routing.dimensions (e.g. [soc]) each segment's entry also lists its cells
+(pipeline/gate/cells.py), each with its own route from this evaluation: a cell that
+fails on its own goes to the cloud (or the cloud check, as above); a cell that passes
+on its own every gate keeps the edge when its segment is rolled back only for gates
+judged per cell; any other cell follows its segment. A device whose values match no
+listed cell follows its segment's route.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any
 
 from pipeline.common.config import Config
 from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.common.vocabulary import Route
 from pipeline.rollout import state as rollout
 
 ROUTING_TABLE_VERSION = SCHEMA_VERSION  # `version`, the field the app reads, predates schema_version
@@ -28,12 +36,38 @@ def routing_table(result: Any, config: Config, states: dict[str, Any] | None = N
     routes = []
     for s in result.segments:
         route, why = rollout.route_for(s.key, states, config)
-        routes.append({"task": s.task, "device_tier": s.device_tier, "network_bucket": s.network_bucket,
-                       "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why})
+        entry = {"task": s.task, "device_tier": s.device_tier, "network_bucket": s.network_bucket,
+                 "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why}
+        if s.key in result.cells:
+            entry["cells"] = cell_routes(route, states.get(s.key), result.cells[s.key], states, config)
+        routes.append(entry)
     return {"schema_version": SCHEMA_VERSION, "version": ROUTING_TABLE_VERSION, "release": result.release,
             "verdict": result.verdict, "rollout": rollout.status(states).kind,
             "derived_at": result.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "config_digest": result.config_digest,
             "default_route": "cloud", "routes": routes}
+
+
+def cell_routes(route: str, state: Any, verdicts: list[Any], states: dict[str, Any],
+                config: Config) -> list[dict[str, Any]]:
+    """The cells of one segment with their routes (module docstring)."""
+    from pipeline.gate.cells import FAIL, PASS
+    from pipeline.gate.drill import READS
+
+    whole = rollout.release_rolled_back(states)
+    failed = set(state.failed_gates) if state is not None else set()
+    out = []
+    for v in verdicts:
+        cell_route, why = route, f"as its segment: {v.reason}"
+        if whole:
+            why = "as its segment: the release is rolled back as a whole"
+        elif v.status == FAIL:
+            checked = set(v.failed_gates) <= set(config.routing.cloud_check_catches)
+            cell_route = Route.EDGE_WITH_CLOUD_CHECK.value if checked else Route.CLOUD.value
+            why = v.reason
+        elif v.status == PASS and (route == Route.EDGE or (failed and failed <= set(READS))):
+            cell_route, why = Route.EDGE.value, v.reason
+        out.append({**v.values, "devices": v.devices, "route": cell_route, "reason": why})
+    return out
 
 
 def write_routing_table(result: Any, config: Config, path: Path, states: dict[str, Any] | None = None) -> None:

@@ -270,6 +270,7 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
         out.append(paint("dim", line(f"threshold {t}", "", {g: (v, "") for g, v in thresholds[t].items()}, {})))
     notes = [_insufficient_summary(insufficient)] if insufficient and not show_all else []
     notes += _not_yet_significant(shown)
+    notes += _cell_lines(result)
     hidden = [title[g] for g in gates if g not in kept]
     if hidden:
         notes.append(f"{len(hidden)} gate columns hidden to fit {limit} columns ({', '.join(hidden)}); "
@@ -277,6 +278,24 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
     notes.append("columns: " + "; ".join(f"{title[g]} = {g} ({BY_NAME[g].unit})" for g in kept))
     notes.append(MARKS)
     return "\n".join(out + [ln for text in notes for ln in _wrap(text, limit)])
+
+
+def _cell_lines(result: Any) -> list[str]:
+    """routing.dimensions: per segment whose cells part ways with it, which fail and which keep the edge."""
+    if not result.cell_dimensions:
+        return []
+    dims = ", ".join(result.cell_dimensions)
+    out = []
+    for key, verdicts in result.cells.items():
+        failing = [" · ".join(v.values.values()) for v in verdicts if v.status == "fail"]
+        keeping = [" · ".join(v.values.values()) for v in verdicts if v.status == "pass"]
+        decision = next(s.decision for s in result.segments if s.key == key)
+        if failing or (decision == Verdict.ROLLBACK_TO_CLOUD and keeping):
+            parts = ([f"fail on their own: {', '.join(failing)}"] if failing else []) + (
+                [f"shown within its failing gates: {', '.join(keeping)}"]
+                if decision == Verdict.ROLLBACK_TO_CLOUD and keeping else [])
+            out.append(f"by {dims} (routing.dimensions): {key}: {'; '.join(parts)}")
+    return out
 
 
 def _wrap(text: str, width: int | None, indent: str = "", first: str | None = None) -> list[str]:
