@@ -79,9 +79,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
             if not args.no_alerts:
                 _deliver_alerts(args, config, wh)
     if args.routing_out:
+        from pipeline.rollout.previous import find
         from pipeline.rollout.routing import write_routing_table
 
-        write_routing_table(result, config, args.routing_out, states)
+        previous = None
+        if config.routing.previous_edge:
+            from pipeline.warehouse import db
+
+            with db.reading(_db(args)) as con:
+                previous = find(con, result.release, config)
+        write_routing_table(result, config, args.routing_out, states, previous)
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
 
 
@@ -205,11 +212,13 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_state(args: argparse.Namespace) -> int:
     from pipeline.rollout import state as rollout
+    from pipeline.rollout.previous import find
     from pipeline.warehouse import db
 
     config = _config(args)
     with db.reading(_db(args)) as con:
-        view = rollout.StateView(args.release, rollout.stored_states(con, args.release), config)
+        view = rollout.StateView(args.release, rollout.stored_states(con, args.release), config,
+                                 find(con, args.release, config))
     if args.json:
         _emit_json(view.to_dict())
     else:

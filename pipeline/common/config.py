@@ -188,6 +188,8 @@ class Routing:
     cloud_check_catches: tuple[str, ...] = _f(CLOUD_CHECK_CATCHES, choices=GATE_NAMES,
                                               help="gates whose failures a cloud check of the edge draft catches")
     insufficient_data_route: str = _f(Route.EDGE_WITH_CLOUD_CHECK.value, choices=ROUTES)
+    previous_edge: bool = _f(False, help="the app keeps the previous release's edge model on the phone: a segment "
+                                         "that fails where that model passed routes to it, not to the cloud")
     dimensions: tuple[str, ...] = _f((), choices=DEVICE_DIMENSIONS,
                                      help="device dimensions the gate also judges and routes by inside each "
                                           "segment (docs/drill-down.md)")

@@ -59,6 +59,10 @@ class EdgeError(StrEnum):
     TIMEOUT = "TIMEOUT"
 
 
+# a routing-table route, never a row's: the previous release's edge model, kept on the phone as the fallback
+# of an over-the-air release (routing.previous_edge, pipeline/rollout/previous.py)
+PREVIOUS_EDGE = "previous_edge"
+
 # the contract's device dimensions, in its order: what `pipeline drill --by` splits a segment by
 DEVICE_DIMENSIONS: tuple[str, ...] = ("soc", "os_version", "mem_class_gb", "npu_ready", "model_id", "app_version")
 

@@ -43,7 +43,7 @@ from pipeline.common.appendlog import append_line
 from pipeline.common.config import Config
 from pipeline.common.errors import TransientError
 from pipeline.common.registry import label
-from pipeline.common.vocabulary import Status
+from pipeline.common.vocabulary import PREVIOUS_EDGE, Status
 from pipeline.rollout import state as rollout
 from pipeline.views.render import fmt_value
 from pipeline.warehouse import db, handle, sqlfiles
@@ -62,10 +62,12 @@ def _incident(release: str, status: rollout.Status) -> str:
 
 
 def build_alert(release: str, before: rollout.Status, after: rollout.Status, states: dict[str, Any],
-                result: dict[str, Any], config: Config, number: int, repeat: bool = False) -> dict[str, Any]:
+                result: dict[str, Any], config: Config, number: int, repeat: bool = False,
+                previous: Any = None) -> dict[str, Any]:
     """The alert for the move `before` -> `after` (or a repeat of `after`); `result` is the stored
-    evaluation (GateResult.to_dict()) whose figures the lines quote; `number` counts earlier alerts."""
-    routes = rollout.routes(states, config)
+    evaluation (GateResult.to_dict()) whose figures the lines quote; `number` counts earlier alerts;
+    `previous`: routing.previous_edge's fallback model (rollout/previous.py)."""
+    routes = rollout.routes(states, config, previous)
     title = f"Release {release}: {rollout.headline(after, before, config, routes)}"
     counts: dict[str, int] = {}
     for route, _ in routes.values():
@@ -86,11 +88,15 @@ def build_alert(release: str, before: rollout.Status, after: rollout.Status, sta
         gates = [{"gate": g, "measured": seg["metrics"][g]["measured"] if seg else None,
                   "threshold": seg["metrics"][g]["threshold"] if seg else None} for g in st.failed_gates]
         failing.append({"segment": key, "state": st.state, "since": st.since.isoformat() if st.since else None,
-                        "rows": seg["rows"] if seg else 0, "gates": gates})
+                        "rows": seg["rows"] if seg else 0, "gates": gates, "route": routes[key][0]})
+        if routes[key][0] == PREVIOUS_EDGE:
+            failing[-1]["model_id"] = previous.model_id
     for f in failing[:MAX_SEGMENT_LINES]:
         shown = ", ".join(f"{label(x['gate'])} {fmt_value(x['measured'])} vs {fmt_value(x['threshold'])}"
                           for x in f["gates"])
-        lines.append(f"- {f['segment']} ({f['state']} since {f['since']}, {f['rows']} rows): {shown}")
+        to = (f" -> previous_edge ({f['model_id']} of release {previous.release})" if f["route"] == PREVIOUS_EDGE
+              else "")
+        lines.append(f"- {f['segment']} ({f['state']} since {f['since']}, {f['rows']} rows): {shown}{to}")
     if len(failing) > MAX_SEGMENT_LINES:
         lines.append(f"- ... and {len(failing) - MAX_SEGMENT_LINES} more segments")
     if after.severity == "critical":  # what the rollback costs and how far the launch estimates were off
@@ -111,12 +117,15 @@ def alert_for_change(con: Any, release: str, before: rollout.Status, after: roll
                      states: dict[str, Any], result: dict[str, Any], config: Config,
                      now: datetime) -> dict[str, Any] | None:
     """The alert the move from `before` to `after` raises at `now`, if any."""
+    from pipeline.rollout.previous import find
+
     number = sqlfiles.run(con, "alerts/count", {"release": release}).fetchone()[0]
+    previous = find(con, release, config)
     if not before.same_as(after):
-        return build_alert(release, before, after, states, result, config, number)
+        return build_alert(release, before, after, states, result, config, number, previous=previous)
     if after.severity != "critical" or sent_recently(con, release, _incident(release, after), config, now):
         return None
-    return build_alert(release, before, after, states, result, config, number, repeat=True)
+    return build_alert(release, before, after, states, result, config, number, repeat=True, previous=previous)
 
 
 def sent_recently(con: Any, release: str, signature: str, config: Config, now: datetime) -> bool:

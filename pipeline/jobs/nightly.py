@@ -121,21 +121,26 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             t = time.perf_counter()
             window = gate_window(as_of, config).params()
             if engine is not None:
-                active = [r[0] for r in sqlfiles.run(engine, "gate/active_releases", window).fetchall()]
+                active = _in_version_order(sqlfiles.run(engine, "gate/active_releases", window).fetchall())
                 results = [evaluate_gate(engine, release, config, as_of=as_of, now=now) for release in active]
             else:
                 with wh.reading() as con:
                     use_settings(con, config)
-                    active = [r[0] for r in sqlfiles.run(con, "gate/active_releases", window).fetchall()]
+                    active = _in_version_order(sqlfiles.run(con, "gate/active_releases", window).fetchall())
                     results = [evaluate_gate(con, release, config, as_of=as_of, now=now) for release in active]
             for result in results:
                 recorded = record_evaluation(wh, result, config, trigger="nightly", on_change=on_change)
                 run.verdicts[result.release] = result.verdict
                 if routing_dir:
+                    from pipeline.rollout.previous import find
                     from pipeline.rollout.routing import write_routing_table
 
+                    previous = None
+                    if config.routing.previous_edge:
+                        with wh.reading() as con:
+                            previous = find(con, result.release, config)
                     write_routing_table(result, config, routing_dir / f"routing-{result.release}.json",
-                                        recorded.states)
+                                        recorded.states, previous)
             _step(run, "gate", t, f"{len(results)} releases judged", releases=len(results))
             if report_dir:
                 from pipeline.views.report import write_reports  # Altair: only when reports are asked for
@@ -171,3 +176,10 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                                            "data_quality": run.data_quality}, default=str),
                     "error": run.error})
     return run, results
+
+
+def _in_version_order(rows: list[tuple]) -> list[str]:
+    """4.9 before 4.10: a release is judged after the one before it (routing.previous_edge reads its states)."""
+    from pipeline.rollout.previous import version_key
+
+    return sorted((r[0] for r in rows), key=version_key)

@@ -124,7 +124,8 @@ SCENARIOS: dict[str, str] = {
     "low_tier_kills": "healthy, but the low-memory killer takes the app in the background on low-tier phones:"
                       " ~3 % of low-tier edge device-days have an OOM / LMK_KILLED kill (healthy ~0.3 %);"
                       " fails kill_rate on low tier only",
-    "chip_regression": "healthy, except on MediaTek chips (helio-g85, dimensity-*) whose NPU is not ready"
+    "chip_regression": "a new build (llama3.2-1b-int4-npu2), healthy except on MediaTek chips (helio-g85,"
+                       " dimensity-*) whose NPU is not ready"
                        " (npu_ready = false) on android-14: the build falls back to the CPU (8x slower, p95"
                        " ~16 s on a low-tier rewrite) and doubles its memory (peak ~1.9 GB, 0.47 of a 4 GB"
                        " phone); ~8 % of low-tier and ~5 % of mid-tier devices; fails peak_memory,"
@@ -269,7 +270,8 @@ MODELS: dict[str, _Model] = {
     "fallback_spike": _Model(auto_share=0.20, rejected_after=(0.05, 0.15)),
     "cold_start_slow_low": _Model(cold_share=(0.35, 0.07, 0.05, 0.04), cold_median_ms=(1050, 230, 220, 210)),
     "low_tier_kills": _Model(extra_kill_share=(0.022, 0.0, 0.0, 0.0)),
-    "chip_regression": _Model(regression=_Regression(("helio", "dimensity"), False, ("android-14",),
+    "chip_regression": _Model(model_id="llama3.2-1b-int4-npu2",
+                              regression=_Regression(("helio", "dimensity"), False, ("android-14",),
                                                      slowdown=8.0, memory_factor=2.0)),
 }
 

@@ -5,7 +5,9 @@ rules): `edge` where the segment is ok, `cloud` where it is rolled back (every
 segment when the release is rolled back as a whole), `edge_with_cloud_check`
 where it is suspect or where a cloud check of the edge draft catches every gate
 it failed (routing.cloud_check_catches), and routing.insufficient_data_route
-where there is not enough data yet.
+where there is not enough data yet. With routing.previous_edge, a segment that
+would go to the cloud goes to `previous_edge` (the previous release's edge model,
+kept on the phone) where that model passed (pipeline/rollout/previous.py).
 
 With routing.dimensions (e.g. [soc]) each segment's entry also lists its cells
 (pipeline/gate/cells.py), each with its own route from this evaluation: a cell that
@@ -23,21 +25,25 @@ from typing import Any
 
 from pipeline.common.config import Config
 from pipeline.common.output_schema import SCHEMA_VERSION
-from pipeline.common.vocabulary import Route
+from pipeline.common.vocabulary import PREVIOUS_EDGE, Route
 from pipeline.rollout import state as rollout
 
 ROUTING_TABLE_VERSION = SCHEMA_VERSION  # `version`, the field the app reads, predates schema_version
 
 
-def routing_table(result: Any, config: Config, states: dict[str, Any] | None = None) -> dict[str, Any]:
+def routing_table(result: Any, config: Config, states: dict[str, Any] | None = None,
+                  previous: Any = None) -> dict[str, Any]:
     """`states`: the rollout states after this evaluation (rollout.preview / apply); without them the
-    release is treated as judged for the first time."""
+    release is treated as judged for the first time. `previous`: routing.previous_edge's fallback
+    (rollout/previous.py find()); a segment routed to it names its model_id."""
     states = states if states is not None else rollout.fresh(result.to_dict(), config)
     routes = []
     for s in result.segments:
-        route, why = rollout.route_for(s.key, states, config)
+        route, why = rollout.route_for(s.key, states, config, previous)
         entry = {"task": s.task, "device_tier": s.device_tier, "network_bucket": s.network_bucket,
                  "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why}
+        if route == PREVIOUS_EDGE:
+            entry["model_id"], entry["previous_release"] = previous.model_id, previous.release
         if s.key in result.cells:
             entry["cells"] = cell_routes(route, states.get(s.key), result.cells[s.key], states, config)
         routes.append(entry)
@@ -70,8 +76,9 @@ def cell_routes(route: str, state: Any, verdicts: list[Any], states: dict[str, A
     return out
 
 
-def write_routing_table(result: Any, config: Config, path: Path, states: dict[str, Any] | None = None) -> None:
+def write_routing_table(result: Any, config: Config, path: Path, states: dict[str, Any] | None = None,
+                        previous: Any = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(routing_table(result, config, states), indent=2) + "\n")
+    tmp.write_text(json.dumps(routing_table(result, config, states, previous), indent=2) + "\n")
     tmp.replace(path)  # the app never reads a half-written table

@@ -39,7 +39,7 @@ from datetime import date, datetime
 from typing import Any
 
 from pipeline.common.config import Config, Rollout
-from pipeline.common.vocabulary import Route, Verdict
+from pipeline.common.vocabulary import PREVIOUS_EDGE, Route, Verdict
 from pipeline.common.vocabulary import Status as CheckStatus
 from pipeline.warehouse import sqlfiles
 
@@ -248,33 +248,51 @@ def status(states: dict[str, SegmentState]) -> Status:
     return Status("ok", (), total)
 
 
-def route_for(segment: str, states: dict[str, SegmentState], config: Config) -> tuple[str, str]:
+def route_for(segment: str, states: dict[str, SegmentState], config: Config,
+              previous: Any = None) -> tuple[str, str]:
+    """The segment's route and why; `previous` (rollout/previous.py) turns a route to the cloud into one to the
+    previous release's edge model where that model passed."""
+    route, why = _route_for(segment, states, config)
+    if route == Route.CLOUD and previous is not None and previous.serves(segment):
+        return PREVIOUS_EDGE, (f"{why}; the previous release {previous.release}'s edge model "
+                               f"{previous.model_id or '(unknown)'} passed here")
+    return route, why
+
+
+def _route_for(segment: str, states: dict[str, SegmentState], config: Config) -> tuple[str, str]:
     s = states.get(segment) or SegmentState(segment)
     rel = states.get(RELEASE)
     if release_rolled_back(states):
         why = f"release-wide rollback: {rel.reason}" if rel and rel.state in ROLLED else \
             "release-wide rollback: every judged segment is rolled back"
-        return "cloud", why
+        return Route.CLOUD, why
     if s.state in ROLLED:
         if s.failed_gates and set(s.failed_gates) <= set(config.routing.cloud_check_catches):
             return Route.EDGE_WITH_CLOUD_CHECK, f"{s.state}; a cloud check catches: {', '.join(s.failed_gates)}"
-        return "cloud", f"{s.state}: {s.reason}"
+        return Route.CLOUD, f"{s.state}: {s.reason}"
     if s.state == "suspect":
         return Route.EDGE_WITH_CLOUD_CHECK, f"suspect: {s.reason}"
     if rel and rel.state == "suspect":
         return Route.EDGE_WITH_CLOUD_CHECK, f"release-wide gates suspect: {rel.reason}"
     if s.last_decision in ("", Verdict.INSUFFICIENT_DATA):
         return config.routing.insufficient_data_route, "not enough data to judge"
-    return "edge", "all gates pass"
+    return Route.EDGE, "all gates pass"
 
 
-def routes(states: dict[str, SegmentState], config: Config) -> dict[str, tuple[str, str]]:
-    return {k: route_for(k, states, config) for k in sorted(states) if k != RELEASE}
+def routes(states: dict[str, SegmentState], config: Config, previous: Any = None) -> dict[str, tuple[str, str]]:
+    return {k: route_for(k, states, config, previous) for k in sorted(states) if k != RELEASE}
 
 
 def headline(status: Status, before: Status, config: Config,
              routes: dict[str, tuple[str, str]]) -> str:
     n, k = status.total, len(status.segments)
+    previous = sum(routes.get(seg, ("",))[0] == PREVIOUS_EDGE for seg in status.segments)
+    if status.kind in (Verdict.ROLLBACK_TO_CLOUD, Verdict.PARTIAL_ROLLBACK) and previous:
+        checked = sum(routes.get(seg, ("",))[0] == Route.EDGE_WITH_CLOUD_CHECK for seg in status.segments)
+        parts = [f"{k - checked - previous} to cloud"] * (k - checked - previous > 0) \
+            + [f"{checked} to cloud check"] * (checked > 0) + [f"{previous} to the previous edge model"]
+        kind = "rollback" if status.kind == Verdict.ROLLBACK_TO_CLOUD else "partial rollback"
+        return f"{kind}: {k} of {n} segments rolled back: {', '.join(parts)}"
     if status.kind == Verdict.ROLLBACK_TO_CLOUD:
         return f"rollback: all {n} segments to cloud"
     if status.kind == Verdict.PARTIAL_ROLLBACK:
@@ -306,9 +324,10 @@ class StateView:
     release: str
     states: dict[str, SegmentState]
     config: Config
+    previous: Any = None  # rollout/previous.py: routing.previous_edge's fallback model
 
     def _rows(self) -> list[dict[str, Any]]:
-        routes = {k: route_for(k, self.states, self.config) for k in self.states}
+        routes = {k: route_for(k, self.states, self.config, self.previous) for k in self.states}
         return [{**s.to_dict(), "route": routes[k][0] if k != RELEASE else "",
                  "route_reason": routes[k][1] if k != RELEASE else ""}
                 for k, s in sorted(self.states.items(), key=lambda kv: (kv[0] == RELEASE, kv[0]))]
@@ -319,5 +338,5 @@ class StateView:
 
         return {"schema_version": SCHEMA_VERSION, "release": self.release, "status": st.kind,
                 "severity": st.severity,
-                "headline": headline(st, st, self.config, routes(self.states, self.config)),
+                "headline": headline(st, st, self.config, routes(self.states, self.config, self.previous)),
                 "policy": dataclasses.asdict(self.config.rollout), "segments": self._rows()}
