@@ -19,6 +19,11 @@ its own process (wall time and peak RSS via os.wait4):
      their order statistics, the weak-network devices above each p95, the device-days (over the
      cap, with a kill) per segment and release-wide, the device-days per error code, the online
      requests per arm (the assignment check) and the arrival lag
+  e. `pipeline drill --by soc,os_version,npu_ready` vs the hand-written gate figures (c) plus the same per-cell
+     device-level sums by hand from the device-day rollup (every count figure the drill splits, and the
+     device-days with a kill, per segment x soc x os_version x npu_ready); target <= 2
+  f. `pipeline compare --release 4.12 --against 4.11` vs the hand-written gate figures of both releases plus
+     their per-segment device-level sums from the device-day rollup; target <= 2
 and `pipeline --help`, the CLI's start-up, which every pipeline time includes.
 Prints seconds, peak RSS and pipeline / by hand (target <= 1.5).
 """
@@ -421,6 +426,39 @@ print(json.dumps({"figure_rows": len(figures), "quantile_rows": len(quantiles), 
 """.replace("BUCKET", BUCKET).replace("DERIVED", DERIVED)
 
 
+# the per-cell (or per-segment) device-level sums of every figure `pipeline drill` and `pipeline compare` split
+HAND_CELLS = r"""
+import sys, duckdb
+from datetime import datetime, timedelta
+db, as_of, days, dims = sys.argv[1], datetime.fromisoformat(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+con = duckdb.connect(db, read_only=True)
+con.execute("SET enable_progress_bar = false")
+cells = ", ".join(d for d in dims.split(",") if d)
+keys = "task, device_tier, network_bucket" + (", " + cells if cells else "")
+pairs = [("adopted", "rows"), ("fallbacks", "rows"), ("detected", "failures"), ("peak_over", "peak_n"),
+         ("resident_over", "resident_n"), ("total_over", "total_n"), ("cold_over", "cold_n"), ("rise_over", "rise_n")]
+sums = ", ".join(f"sum({k}) AS {k}, sum({k} * {k}) AS {k}_kk, sum({k} * {n}) AS {k}_kn" for k, n in pairs)
+denominators = ", ".join(f"sum({n}) AS {n}, sum({n} * {n}) AS {n}_nn" for n in dict.fromkeys(n for _, n in pairs))
+columns = ", ".join(f"sum({c}) AS {c}" for c in dict.fromkeys(x for pair in pairs for x in pair))
+total = 0
+for release in sys.argv[5:]:
+    params = {"release": release, "start": (as_of - timedelta(days=days)).date(), "end": as_of.date()}
+    rows = con.execute(
+        f"WITH per_device AS (SELECT route = 'cloud' AS cloud, {keys}, device_id, {columns} FROM rollup_device_day "
+        f"WHERE release = $release AND day >= $start AND day < $end GROUP BY ALL) "
+        f"SELECT cloud, {keys}, count(*) AS devices, {sums}, {denominators} FROM per_device GROUP BY ALL",
+        params).fetchall()
+    kills = con.execute(
+        f"WITH per_device AS (SELECT {keys}, device_id, count(*) AS days, count(*) FILTER "
+        f"(WHERE list_has_any(error_codes, ['OOM', 'LMK_KILLED'])) AS kill_days FROM rollup_device_day "
+        f"WHERE release = $release AND day >= $start AND day < $end AND route <> 'cloud' GROUP BY ALL) "
+        f"SELECT {keys}, count(*), sum(days), sum(days * days), sum(kill_days), sum(kill_days * kill_days), "
+        f"sum(kill_days * days) FROM per_device GROUP BY ALL", params).fetchall()
+    total += len(rows) + len(kills)
+print(total)
+"""
+
+
 def py(script: str, *args: object) -> list[str]:
     return [sys.executable, "-c", script, *map(str, args)]
 
@@ -444,6 +482,12 @@ def plan(rows: int, devices: int, fresh: bool) -> list[tuple[int, str, str, int,
             chunks += [(day, release, scenario, n * (j + 1) // k - n * j // k, share,
                         None if fresh else DEVICE_SEED + j) for j in range(k)]
     return [c for c in chunks if c[3] > 0]
+
+
+def summed(parts: list[Timed]) -> Timed:
+    """Processes run one after the other, as one: their times added, the largest peak RSS, the last output."""
+    return Timed(sum(p.seconds for p in parts), max(p.rss_mb for p in parts), parts[-1].stdout, 0,
+                 sum(p.cpu_seconds for p in parts))
 
 
 def fastest(runs: list[Timed]) -> Timed:
@@ -524,7 +568,8 @@ def main() -> None:
     prepared = copy_db(cache, scratch / "new-day.duckdb")
     timed(py(NEW_DAY, prepared, new_day.isoformat(), args.new_day_rows, NEW_DAY_RELEASE, NEW_DAY_SCENARIO,
              NEW_DAY_SEED, round(args.devices * 0.6), "fresh" if args.fresh_devices else DEVICE_SEED))
-    runs: dict[str, list] = {k: [] for k in ("a_hand", "a_pipe", "b_hand", "b_pipe", "c_hand", "c_pipe", "d_pipe")}
+    runs: dict[str, list] = {k: [] for k in ("a_hand", "a_pipe", "b_hand", "b_pipe", "c_hand", "c_pipe", "d_pipe",
+                                             "e_hand", "e_pipe", "f_hand", "f_pipe")}
     for _ in range(args.repeat):  # a fresh copy each time: a second refresh of one copy has nothing to do
         agg_pipe = copy_db(prepared, scratch / "agg-pipeline.duckdb")
         agg_hand = copy_db(prepared, scratch / "agg-hand.duckdb")
@@ -563,6 +608,21 @@ def main() -> None:
         runs["d_pipe"].append(timed(cli("report", "--release", "4.12", "--db", cache, "--as-of", as_of,
                                         "--out", scratch / "report.html")))
     d_pipe = fastest(runs["d_pipe"])
+
+    # e. drill and f. compare (read-only: on the built file); by hand: the gate's figures plus the cells'
+    dims = "soc,os_version,npu_ready"
+    for _ in range(args.repeat):
+        runs["e_pipe"].append(timed(cli("drill", "--release", "4.12", "--db", cache, "--as-of", as_of, "--by", dims,
+                                        "--json")))
+        gate_hand = timed(py(HAND_GATE, cache, "4.12", as_of, DAYS))
+        cells_hand = timed(py(HAND_CELLS, cache, as_of, DAYS, dims, "4.12"))
+        runs["e_hand"].append(summed([gate_hand, cells_hand]))
+        runs["f_pipe"].append(timed(cli("compare", "--release", "4.12", "--against", "4.11", "--db", cache,
+                                        "--as-of", as_of, "--json")))
+        runs["f_hand"].append(summed([timed(py(HAND_GATE, cache, r, as_of, DAYS)) for r in ("4.12", "4.11")]
+                                     + [timed(py(HAND_CELLS, cache, as_of, DAYS, "", "4.12", "4.11"))]))
+    e_pipe, e_hand, f_pipe, f_hand = (fastest(runs[k]) for k in ("e_pipe", "e_hand", "f_pipe", "f_hand"))
+    drilled, compared = json.loads(e_pipe[2]), json.loads(f_pipe[2])
     shutil.rmtree(scratch)
 
     per = ", ".join(f"{r} {n:,}" for r, n in sorted(info["releases"].items()))
@@ -584,6 +644,13 @@ def main() -> None:
         ("c. gate vs hand-written SQL of the same metrics", c_pipe, c_hand,
          f"as of {as_of}: {len(gate['segments'])} segments, verdict {gate['verdict']} (exit {c_pipe[3]}); "
          + ("same rows and p95 total_ms" if c_ok else "FIGURES DIFFER") + " (hand: segment + device-day SQL)"),
+        ("e. drill by soc, os_version, npu_ready", e_pipe, e_hand,
+         f"{len(drilled['drills'])} failing (segment, gate) pairs, "
+         f"{sum(len(d['cells']) for d in drilled['drills'])} cells; hand: the gate's figures + {e_hand[2].strip()} "
+         "cell rows (target <= 2)"),
+        ("f. compare 4.12 against 4.11", f_pipe, f_hand,
+         f"{len(compared['comparisons'])} comparisons, {sum(c['worse'] for c in compared['comparisons'])} worse; "
+         f"hand: both gates' figures + {f_hand[2].strip()} segment rows (target <= 2)"),
     ):
         print(f"{label:<48}{pipe[0]:>8.2f}s{hand[0]:>8.2f}s{pipe[0] / hand[0]:>7.2f}   "
               f"{pipe[1]:,.0f} MB / {hand[1]:,.0f} MB")

@@ -171,9 +171,9 @@ def test_routing_by_soc_keeps_the_edge_on_the_healthy_chips(chip: Path, tmp_path
     from pipeline.common.config import DEFAULT_CONFIG
 
     config = tmp_path / "by-soc.yaml"
-    config.write_text(DEFAULT_CONFIG.read_text().replace(
-        "  insufficient_data_route: edge_with_cloud_check\n",
-        "  insufficient_data_route: edge_with_cloud_check\n  dimensions: [soc]\n"))
+    shipped = DEFAULT_CONFIG.read_text()
+    assert "\n  dimensions: []" in shipped
+    config.write_text(shipped.replace("\n  dimensions: []", "\n  dimensions: [soc]"))
     tables = {}
     for name, extra in (("plain", []), ("by_soc", ["--config", str(config)])):
         out = tmp_path / f"routing-{name}.json"

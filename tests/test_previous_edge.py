@@ -23,9 +23,9 @@ def _nightly(folder: Path, previous_scenario: str, previous_edge: bool) -> tuple
     write_parquet(landing, "9.10", 100_000, "chip_regression", 3, start=START, days=14)
     config = folder / "admission.yaml"
     text = DEFAULT_CONFIG.read_text().replace('  jsonl_path: ""', f'  jsonl_path: "{folder / "alerts.jsonl"}"')
+    assert "\n  previous_edge: false" in text
     if previous_edge:
-        text = text.replace("  insufficient_data_route: edge_with_cloud_check\n",
-                            "  insufficient_data_route: edge_with_cloud_check\n  previous_edge: true\n")
+        text = text.replace("\n  previous_edge: false", "\n  previous_edge: true")
     config.write_text(text)
     done = run_cli("nightly", "--landing", str(landing), "--db", str(folder / "t.duckdb"), "--as-of", AS_OF,
                    "--config", str(config), "--routing-dir", str(folder / "routing"))

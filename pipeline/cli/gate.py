@@ -118,7 +118,7 @@ def _deliver_alerts(args: argparse.Namespace, config: Any, warehouse: Any) -> No
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from pipeline.gate.drill import READS, drill, parse_dimensions
-    from pipeline.views.drill import drill_text
+    from pipeline.views.drill import drill_lines
     from pipeline.views.terminal import explain_dict, explain_view, terminal_width, wants_colour
 
     config = _config(args)
@@ -142,8 +142,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         width = terminal_width(sys.stdout)
         print(explain_view(result, match[0], config, width=width, colour=wants_colour(sys.stdout, args.no_color)))
         if found:
-            print("\nwhere the failure is (pipeline drill):")
-            print(drill_text(found, width=width, max_cells=3, header=False))
+            print("\n".join(drill_lines(found, args.segment, width=width)))
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ device-days with a kill, the relative adoption loss against the cloud rows of th
 - **The one-line answer**: start from the cell with the largest excess and name the dimensions whose other
   values (its siblings, pooled: same values elsewhere) have, at the 95 % bound of their device-adjusted counts,
   less than half its excess per count; the line gives the share of the excess in the cells that match those
-  values.
+  values, and calls the failure spread when that is less than half of it.
 - **Dimensions ranked**: by how much more of the excess than of the rows their top value holds (its share of
   the excess minus its share of the rows).
 """
@@ -44,6 +44,7 @@ from pipeline.gate import evaluate, source, stats
 NULL = "(null)"  # the SQL's mark for a null value in a cell
 OTHER = "other"
 SEPARATOR = "\x1f"  # chr(31) in the SQL
+NAMED_SHARE = 0.5  # the one-line answer names a culprit only when it holds at least this share of the excess
 SIBLING_RATIO = 0.5  # a dimension is named when the cell's siblings have less than this share of its excess per row
 # how the drill reads each gate it can split: (table, k, n, harm above the threshold)
 READS: dict[str, tuple[str, str, str, bool]] = {
@@ -434,6 +435,9 @@ def _answer(cells: list[Cell], ranked: list[str], d: Drill, config: Config) -> t
     share = sum(max(0.0, c.excess) for c in matching(kept)) / positive
     parts = [f"{x} = {v}" for x, v in named.items()]
     said = parts[0] + (" with " + " and ".join(parts[1:]) if parts[1:] else "")
+    if share < NAMED_SHARE:  # a description that leaves most of the failure out names no culprit
+        return {}, share, f"the {what} is spread over the cells: the most of it one description holds is " \
+                          f"{share:.0%}, in {said}"
     return named, share, f"{share:.0%} of the {what} is {said}"
 
 

@@ -15,22 +15,20 @@ def _pct(v: float | None) -> str:
     return "?" if v is None else percent(0.0 if abs(v) < 1e-9 else v)
 
 
-def drill_text(result: Any, width: int | None = None, max_cells: int = MAX_CELLS, header: bool = True) -> str:
-    """The drill as text; header=False leaves out the release and window (pipeline explain has said them)."""
-    out = [f"drill-down of release {result.release} by {', '.join(result.by)}; window {window_text(result)}"] \
-        if header else []
+def drill_text(result: Any, width: int | None = None, max_cells: int = MAX_CELLS) -> str:
+    out = [f"drill-down of release {result.release} by {', '.join(result.by)}; window {window_text(result)}"]
     cells = sum(len(d.cells) for d in result.drills)
     flagged = sum(c.flagged for d in result.drills for c in d.cells)
     out += _wrap(f"flags: a cell that fails on its own; Benjamini-Hochberg over the {cells} cells of this drill, "
                  f"false discovery rate {percent(result.alpha)}: {flagged} flagged", width)
     if not result.drills:
         out.append("nothing to drill: no segment rolls back (choose one with --segment, or --all)")
-    elif len(result.drills) > 1 and header:
+    elif len(result.drills) > 1:
         out += ["", "answers:"]
         for d in result.drills:
             out += _wrap(d.answer, width, "    ", first=f"  {d.segment} · {label(d.gate)}: ")
     for d in result.drills:
-        out += [""] * bool(out) + [f"{d.segment} · {label(d.gate)} ({d.status or 'not judged'}): {d.what}, threshold "
+        out += ["", f"{d.segment} · {label(d.gate)} ({d.status or 'not judged'}): {d.what}, threshold "
                     f"{'<=' if d.figure_max else '>='} {percent(d.threshold)}"]
         out += _wrap(d.answer, width, "  ")
         if d.dimensions:
@@ -55,3 +53,21 @@ def drill_text(result: Any, width: int | None = None, max_cells: int = MAX_CELLS
     for s in result.skipped:
         out += _wrap(f"{s['segment']} · {label(s['gate'])}: not split by device ({s['why']})", width)
     return "\n".join(out)
+
+
+def drill_lines(result: Any, segment: str, width: int | None = None, max_cells: int = 3) -> list[str]:
+    """The drill of one segment as wrapped lines, no table (pipeline explain): per gate its answer and its top
+    cells."""
+    out = _wrap(f"where the failure is (by {', '.join(result.by)}; pipeline drill --release {result.release} "
+                f"--segment {segment} lists every cell):", width)
+    for d in result.drills:
+        out += _wrap(f"{label(d.gate)}: {d.answer}", width, "  ")
+        for c in d.cells[:max_cells]:
+            if c.share <= 0:
+                break
+            name = c.label(d.varying) if c.values else "other (small cells)"
+            iv = f" ({_pct(c.interval[0])} .. {_pct(c.interval[1])})" if c.interval else ""
+            out += _wrap(f"{name}: {_pct(c.figure)}{iv} of {c.n:,.0f} over {c.devices} devices, "
+                         f"{_pct(c.share)} of the excess{', flagged' if c.flagged else ''}", width, "      ",
+                         first="    - ")
+    return out
