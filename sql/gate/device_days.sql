@@ -5,7 +5,7 @@
 -- cap is on a device's whole day of edge inference, across tasks and networks; a kill day is a device-day of
 -- the level with a row whose error_code is one of $kill_codes (gates/admission.yaml gates.kill_rate).
 -- Per device: days (n), over_cap and kill_days (k); summed with their squares and cross products as in
--- segment_counts.sql, for the device-level variance of pipeline/gate/stats.py. `cell` and $by as there.
+-- segment_counts.sql, for the device-level variance of pipeline/gate/stats.py. `cell` and $by as there (segments only).
 WITH picked AS (
     SELECT task, device_tier, network_bucket, device_id, day, total_ms_sum,
            list_has_any(error_codes, $kill_codes) AS killed,
@@ -31,7 +31,7 @@ level_days AS (
            grouping(task) * 4 + grouping(device_tier) * 2 + grouping(network_bucket) AS level,
            bool_or(killed) AS killed
     FROM picked
-    GROUP BY GROUPING SETS ((task, device_tier, network_bucket, cell, device_id, day), (cell, device_id, day))
+    GROUP BY GROUPING SETS ((task, device_tier, network_bucket, cell, device_id, day), (device_id, day))
 ),
 per_device AS (
     SELECT s.task, s.device_tier, s.network_bucket, s.cell, s.level, s.device_id, count(*) AS days,

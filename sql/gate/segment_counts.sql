@@ -6,9 +6,10 @@
 -- ratio's cluster-robust variance (k = numerator, n = denominator: <k>, <k>_kk = sum k_i^2, <k>_kn = sum k_i n_i,
 -- <n>, <n>_nn = sum n_i^2, <n>_devices = devices with n_i > 0). `*_over` counts values above the task's p95
 -- budget (counted per row by the rollup). The window is whole days: [window_start, window_end) are midnights.
--- `cell` splits every level by the device dimensions $by names (comma-separated, of soc, os_version,
+-- `cell` splits each segment by the device dimensions $by names (comma-separated, of soc, os_version,
 -- mem_class_gb, npu_ready, model_id, app_version: pipeline drill); their values joined by chr(31) in that
--- order, '(null)' for a null. The gate passes '' (cell '' everywhere).
+-- order, '(null)' for a null. Only segments (level 0) are split; the other levels have cell NULL. The gate
+-- passes '' (cell '' for every segment).
 -- The estimand (gates/admission.yaml statistics.estimand) weighs each device's rows in the rate and comparison
 -- gates: a device with n rows of which k count weighs w = least(n, $weight_cap) (1: every device once, the
 -- mean of per-device rates; a huge cap: every row once) and contributes w * k / n. For those ratios
@@ -44,8 +45,8 @@ per_device AS (
            sum(cold_n) AS cold_n, sum(cold_over) AS cold_over, sum(rise_n) AS rise_n, sum(rise_over) AS rise_over
     FROM picked
     GROUP BY GROUPING SETS ((side, task, device_tier, network_bucket, cell, device_id),
-                            (side, task, device_tier, cell, device_id), (side, task, network_bucket, cell, device_id),
-                            (side, task, cell, device_id), (side, cell, device_id))
+                            (side, task, device_tier, device_id), (side, task, network_bucket, device_id),
+                            (side, task, device_id), (side, device_id))
 ),
 weighted AS (
     SELECT *,

@@ -63,7 +63,7 @@ WITH picked AS (
   GROUP BY
     GROUPING SETS (
       (task, device_tier, network_bucket, cell, device_id, day),
-      (cell, device_id, day)
+      (device_id, day)
     )
 ), per_device AS (
   SELECT

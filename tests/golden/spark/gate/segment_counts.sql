@@ -67,10 +67,10 @@ WITH picked AS (
   GROUP BY
     GROUPING SETS (
       (side, task, device_tier, network_bucket, cell, device_id),
-      (side, task, device_tier, cell, device_id),
-      (side, task, network_bucket, cell, device_id),
-      (side, task, cell, device_id),
-      (side, cell, device_id)
+      (side, task, device_tier, device_id),
+      (side, task, network_bucket, device_id),
+      (side, task, device_id),
+      (side, device_id)
     )
 ), weighted AS (
   SELECT
