@@ -166,12 +166,42 @@ class Assignment:
                      "hold (not a pass: insufficient_data), rollback (fail) or warn (a note only)")
 
 
+SINK_KINDS = ("stdout", "jsonl", "webhook", "slack", "alertmanager", "pagerduty")
+# what each kind of sink needs besides its kind (pipeline/delivery/sinks.py sends to them)
+SINK_NEEDS = {"jsonl": ("path",), "webhook": ("url",), "slack": ("url",), "alertmanager": ("url",),
+              "pagerduty": ("routing_key_env",)}
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+
+
+@dataclass(frozen=True)
+class Sink:
+    """One receiver of the alerts (docs/nightly.md "Alert sinks")."""
+    kind: str = setting(choices=SINK_KINDS, help="stdout, jsonl, webhook, slack, alertmanager or pagerduty")
+    name: str = _f("", help="its name in outputs and `pipeline alerts test --sink NAME` (default: its kind)")
+    url: str = _f("", url=True, help="webhook and slack: the incoming webhook; alertmanager: its base URL "
+                                     f"(POST /api/v2/alerts); pagerduty: default {PAGERDUTY_EVENTS_URL}")
+    path: str = _f("", help="jsonl: the file each alert is appended to")
+    routing_key_env: str = _f("", help="pagerduty: the environment variable holding the routing key (never the "
+                                       "key itself in this file)")
+    report_base_url: str = _f("", url=True, help="where `nightly --report-dir` is published: alerts link "
+                                                 "report-<release>.html under it")
+    ends_after_hours: float = _f(26.0, 0.1, 24 * 30, help="alertmanager: an ongoing alert's endsAt is this far "
+                                                         "ahead, past the next nightly run; re-posted every run")
+
+    @property
+    def label(self) -> str:
+        return self.name or self.kind
+
+
 @dataclass(frozen=True)
 class Alerts:
     repeat_interval_hours: float = _f(24.0, 0, 24 * 365, help="the same verdict is not re-sent sooner")
-    stdout: bool = _f(True, help="print each alert")
-    jsonl_path: str = _f("", help="append each alert as a JSON line to this file ('' = off)")
-    webhook_url: str = _f("", url=True, help="POST each alert as JSON with a `text` field ('' = off)")
+    sinks: tuple[Sink, ...] = _f((), help="the receivers, one entry each (kind and settings); when given, the "
+                                         "three keys below are not read")
+    stdout: bool = _f(True, help="print each alert (without `sinks`)")
+    jsonl_path: str = _f("", help="append each alert as a JSON line to this file ('' = off; without `sinks`)")
+    webhook_url: str = _f("", url=True, help="POST each alert as JSON with a `text` field ('' = off; without "
+                                             "`sinks`)")
     webhook_timeout_s: float = _f(5.0, 0.1, 300)
     webhook_retries: int = _f(3, 0, 20, help="retries of a temporary failure within one delivery run")
     webhook_backoff_s: float = _f(0.5, 0, 60, help="first retry delay; doubles, capped at 30 s")
@@ -300,6 +330,32 @@ class Config:
         return (self.task_overrides or {}).get(task, self.gates)
 
 
+def effective_sinks(alerts: Alerts) -> tuple[Sink, ...]:
+    """`alerts.sinks`, else the sinks the older keys (stdout, jsonl_path, webhook_url) name."""
+    if alerts.sinks:
+        return alerts.sinks
+    return tuple(s for s, on in ((Sink("stdout"), alerts.stdout), (Sink("jsonl", path=alerts.jsonl_path),
+                                                                   bool(alerts.jsonl_path)),
+                                 (Sink("webhook", url=alerts.webhook_url), bool(alerts.webhook_url))) if on)
+
+
+def _check_sinks(alerts: Alerts) -> None:
+    if alerts.sinks and (alerts.jsonl_path or alerts.webhook_url):
+        old = "jsonl_path" if alerts.jsonl_path else "webhook_url"
+        form = ("{kind: jsonl, path: " + repr(alerts.jsonl_path) + "}" if alerts.jsonl_path
+                else "{kind: webhook, url: " + repr(alerts.webhook_url) + "}")
+        raise ValueError(f"alerts.{old} and alerts.sinks both name receivers; list it in alerts.sinks instead: "
+                         f"- {form}")
+    names: set[str] = set()
+    for i, sink in enumerate(alerts.sinks):
+        for key in SINK_NEEDS.get(sink.kind, ()):
+            if not getattr(sink, key):
+                raise ValueError(f"alerts.sinks[{i}].{key} is required for a sink of kind {sink.kind}")
+        if sink.label in names:
+            raise ValueError(f"alerts.sinks[{i}]: a second sink named {sink.label!r}; give each a `name`")
+        names.add(sink.label)
+
+
 def _check_rollout(config: Config) -> None:
     r = config.rollout
     if r.fail_looks > r.window_looks:
@@ -336,6 +392,7 @@ def load_config(path: Path | None = None) -> Config:
         overrides = raw.pop("task_overrides", None) if isinstance(raw, dict) else None
         config = build(Config, raw, "", Config(), skip=("source", "digest"))
         _check_rollout(config)
+        _check_sinks(config.alerts)
         per_task = _task_overrides(overrides, config)
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None

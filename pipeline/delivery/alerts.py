@@ -29,32 +29,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import sys
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline.common.appendlog import append_line
-from pipeline.common.config import Config
+from pipeline.common.config import Config, Sink, effective_sinks
 from pipeline.common.errors import TransientError
 from pipeline.common.registry import label
 from pipeline.common.vocabulary import PREVIOUS_EDGE, Status
+from pipeline.delivery.sinks import DeliveryDeadline, PermanentError, send
 from pipeline.rollout import state as rollout
 from pipeline.views.render import fmt_value
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
-MAX_BACKOFF_S = 30.0
 MAX_SEGMENT_LINES = 20
-
-
-class PermanentError(Exception):
-    pass
 
 
 def _incident(release: str, status: rollout.Status) -> str:
@@ -135,10 +126,9 @@ def sent_recently(con: Any, release: str, signature: str, config: Config, now: d
                 and now - last[1] < timedelta(hours=config.alerts.repeat_interval_hours))
 
 
-def sinks(config: Config) -> list[str]:
-    a = config.alerts
-    return [name for name, on in (("stdout", a.stdout), ("jsonl", bool(a.jsonl_path)),
-                                  ("webhook", bool(a.webhook_url))) if on]
+def sinks(config: Config) -> dict[str, Sink]:
+    """The outbox's sinks by name (Alertmanager is kept in step apart: pipeline/delivery/alertmanager.py)."""
+    return {s.label: s for s in effective_sinks(config.alerts) if s.kind != "alertmanager"}
 
 
 def on_change(con: Any, release: str, before: rollout.Status, states: dict[str, Any], result: dict[str, Any],
@@ -176,78 +166,6 @@ class Delivery:
         return text + "".join(f"\n  {e}" for e in self.errors + self.repairs)
 
 
-class DeliveryDeadline:
-    """The time one delivery run may spend on the webhook (`alerts.delivery_deadline_s`), and the
-    moment before which the receiver asked not to be called again (Retry-After, or our backoff)."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.ends = time.monotonic() + seconds
-        self.not_before = 0.0
-        self.why = ""  # what set not_before, for the alerts that then are not even tried
-
-    def left(self) -> float:
-        return self.ends - time.monotonic()
-
-
-def post_webhook(url: str, alert: dict[str, Any], timeout: float, retries: int, backoff: float,
-                 deadline: DeliveryDeadline | None = None) -> None:
-    """POST with retries of temporary failures inside the run's deadline; raises TransientError or
-    PermanentError. Retry-After is honoured; when it points past the deadline, the alert waits for
-    the next run instead."""
-    deadline = deadline or DeliveryDeadline(math.inf)
-    body = json.dumps(alert).encode()
-    delay, problem = backoff, f"not sent: {deadline.why}" if deadline.why else "not sent"
-    for attempt in range(retries + 1):
-        hold = deadline.not_before - time.monotonic()
-        if hold > deadline.left():
-            raise TransientError(f"{problem}; waiting {math.ceil(hold)} s more would pass the delivery deadline "
-                                 f"of {deadline.seconds:g} s (alerts.delivery_deadline_s)")
-        if hold > 0:
-            time.sleep(hold)
-        left = deadline.left()
-        if left <= 0:
-            raise TransientError(f"{problem}; the delivery deadline of {deadline.seconds:g} s passed "
-                                 "(alerts.delivery_deadline_s)")
-        request = urllib.request.Request(url, data=body, method="POST", headers={
-            "Content-Type": "application/json", "Idempotency-Key": alert["alert_id"]})
-        try:
-            with urllib.request.urlopen(request, timeout=min(timeout, left)) as response:
-                response.read()
-            return
-        except urllib.error.HTTPError as exc:
-            if exc.code != 429 and exc.code < 500:
-                raise PermanentError(f"webhook answered {exc.code} {exc.reason}") from None
-            problem = f"webhook answered {exc.code} {exc.reason}"
-            retry_after = exc.headers.get("Retry-After", "") if exc.headers else ""
-            if retry_after.isdigit():
-                problem += f" with Retry-After {retry_after} s"
-                deadline.not_before, deadline.why = time.monotonic() + float(retry_after), problem
-                continue
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            problem = f"webhook unreachable: {reason}"
-        if attempt < retries:
-            deadline.not_before, deadline.why = time.monotonic() + min(delay, MAX_BACKOFF_S), problem
-            delay *= 2
-    raise TransientError(f"{problem} (after {retries + 1} attempts)")
-
-
-def _send(sink: str, alert: dict[str, Any], config: Config, out: TextIO, deadline: DeliveryDeadline) -> str | None:
-    """Deliver one alert to one sink; a repair made on the way (a torn JSONL tail) comes back as text."""
-    a = config.alerts
-    if sink == "stdout":
-        print(alert["text"], file=out)
-    elif sink == "jsonl":
-        return append_line(Path(a.jsonl_path), json.dumps(alert).encode())
-    elif sink == "webhook":
-        post_webhook(a.webhook_url, alert, a.webhook_timeout_s, a.webhook_retries, a.webhook_backoff_s,
-                     deadline)
-    else:
-        raise PermanentError(f"unknown sink {sink!r}")
-    return None
-
-
 def deliver(warehouse: Warehouse | Path, config: Config, out: TextIO | None = None) -> Delivery:
     """Send every pending alert. The writer lock is held only to read the outbox and to record the
     outcomes, never while waiting on the network; a crash in between re-sends (at least once, with
@@ -258,10 +176,13 @@ def deliver(warehouse: Warehouse | Path, config: Config, out: TextIO | None = No
         rows = sqlfiles.run(con, "alerts/pending").fetchall()
     report, marks = Delivery(), []
     deadline = DeliveryDeadline(config.alerts.delivery_deadline_s)
+    named = sinks(config)
     for alert_id, sink, payload, _attempts in rows:
         key = f"{alert_id}/{sink}"
         try:
-            repair = _send(sink, json.loads(payload), config, out, deadline)
+            if sink not in named:
+                raise PermanentError(f"no sink named {sink!r} in alerts.sinks any more")
+            repair = send(named[sink], json.loads(payload), config, out, deadline)
             if repair:
                 report.repairs.append(repair)
             report.delivered.append(key)
