@@ -39,6 +39,7 @@ from pipeline.common.config import Config, Sink, effective_sinks
 from pipeline.common.errors import TransientError
 from pipeline.common.registry import label
 from pipeline.common.vocabulary import PREVIOUS_EDGE, Status
+from pipeline.delivery import alertmanager
 from pipeline.delivery.sinks import DeliveryDeadline, PermanentError, send
 from pipeline.rollout import state as rollout
 from pipeline.views.render import fmt_value
@@ -156,10 +157,13 @@ class Delivery:
     failed: list[str] = field(default_factory=list)  # permanent failures
     errors: list[str] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)  # torn lines cut off a sink's file before appending
+    synced: list[Any] = field(default_factory=list)  # alertmanager.Sync per Alertmanager sink
 
     def to_dict(self) -> dict[str, Any]:
         return {"delivered": len(self.delivered), "pending": len(self.pending), "failed": len(self.failed),
-                "errors": self.errors, "repairs": self.repairs}
+                "errors": self.errors, "repairs": self.repairs,
+                "alertmanager": [{"sink": x.sink, "firing": x.firing, "resolved": x.resolved, "error": x.error}
+                                 for x in self.synced]}
 
     def __str__(self) -> str:
         text = f"alerts: {len(self.delivered)} delivered, {len(self.pending)} pending, {len(self.failed)} failed"
@@ -172,8 +176,11 @@ def deliver(warehouse: Warehouse | Path, config: Config, out: TextIO | None = No
     the Idempotency-Key)."""
     out = out or sys.stdout
     wh = handle.handle_of(warehouse, "alerts")
+    managers = [s for s in effective_sinks(config.alerts) if s.kind == "alertmanager"]
+    now = db.utcnow()
     with wh.writing(lock_wait=0) as con:  # a busy writer is told at once: the alerts wait in the outbox
         rows = sqlfiles.run(con, "alerts/pending").fetchall()
+        states = {s.label: alertmanager.firing(con, config, s, now) for s in managers}
     report, marks = Delivery(), []
     deadline = DeliveryDeadline(config.alerts.delivery_deadline_s)
     named = sinks(config)
@@ -195,6 +202,11 @@ def deliver(warehouse: Warehouse | Path, config: Config, out: TextIO | None = No
             report.failed.append(key)
             report.errors.append(f"{sink}: {exc}; not retried")
             marks.append((alert_id, sink, "failed", str(exc), None))
+    for sink in managers:
+        synced = alertmanager.sync(sink, states[sink.label], config, now, deadline)
+        report.synced.append(synced)
+        if synced.error:
+            report.errors.append(str(synced))
     if marks:
         with wh.writing() as con:
             for alert_id, sink, status, error, at in marks:

@@ -51,7 +51,7 @@ class DeliveryDeadline:
         return self.ends - time.monotonic()
 
 
-def post_json(url: str, body: dict[str, Any], config: Config, deadline: DeliveryDeadline | None = None,
+def post_json(url: str, body: Any, config: Config, deadline: DeliveryDeadline | None = None,
               key: str | None = None, what: str = "webhook") -> bytes:
     """POST with retries of temporary failures inside the run's deadline; the answer's body, or TransientError /
     PermanentError naming `what`. Retry-After is honoured; when it points past the deadline, the alert waits

@@ -54,7 +54,7 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS proc_start BIGINT;
 CREATE TABLE IF NOT EXISTS alerts (
     alert_id      VARCHAR NOT NULL,      -- stable: the receiver's idempotency key
-    sink          VARCHAR NOT NULL,      -- stdout | jsonl | webhook
+    sink          VARCHAR NOT NULL,      -- the sink's name (alerts.sinks; its kind when unnamed)
     release       VARCHAR NOT NULL,
     verdict       VARCHAR NOT NULL,
     signature     VARCHAR NOT NULL,      -- verdict and failing segments/gates: what "changed" means
