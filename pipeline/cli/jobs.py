@@ -1,4 +1,5 @@
-"""The job commands: nightly (the main job once) and schedule (it on a cron, APScheduler)."""
+"""The job commands: nightly (the main job once), schedule (it on a cron, APScheduler), and what on-call
+teams plug in: metrics (for Prometheus) and alerts test (each sink, or the request it would get)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from pipeline.cli.common import (
     _spark,
 )
 from pipeline.common.errors import UsageError
+
+EXIT_SINK_FAILED = 5  # `pipeline alerts test`: a sink did not take the test alert
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
@@ -75,6 +78,35 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from pipeline.delivery.metrics import text, write_textfile
+    from pipeline.warehouse import db
+
+    with db.reading(_db(args)) as con:
+        if args.textfile:
+            write_textfile(con, args.textfile)
+            print(f"wrote {args.textfile}")
+        else:
+            print(text(con), end="")
+    return EXIT_OK
+
+
+def cmd_alerts_test(args: argparse.Namespace) -> int:
+    from pipeline.common import clock
+    from pipeline.delivery.check import chosen, dry_run, send_test
+
+    config = _config(args)
+    sinks = chosen(config, args.sink)
+    now = clock.now()
+    if args.dry_run:
+        dry_run(sinks, now, sys.stdout)
+        return EXIT_OK
+    tried = send_test(sinks, config, now, sys.stdout)
+    for t in tried:
+        print(f"{t.sink}: {'ok' if t.ok else 'FAILED'}: {t.said}", file=sys.stdout if t.ok else sys.stderr)
+    return EXIT_OK if all(t.ok for t in tried) else EXIT_SINK_FAILED
+
+
 def add_commands(sub: Any) -> None:
     """This group's subcommands, in the order `pipeline --help` lists them."""
     p = sub.add_parser("nightly", help="the main job once: ingest new files, refresh the rollup, judge releases")
@@ -103,3 +135,22 @@ def add_commands(sub: Any) -> None:
     _ingest_options(p)
     _engine_options(p)
     p.set_defaults(func=cmd_schedule)
+
+    p = sub.add_parser("metrics", help="the warehouse's state for Prometheus (node_exporter's textfile collector)",
+                       description="Prints the metrics in the Prometheus text format, or writes them atomically "
+                                   "to --textfile. edge_pipeline_last_success_timestamp_seconds is the dead man's "
+                                   "switch (README: On call).")
+    _db_option(p)
+    p.add_argument("--textfile", type=Path, metavar="PATH",
+                   help="write here (a .prom file in node_exporter's --collector.textfile.directory)")
+    p.set_defaults(func=cmd_metrics)
+
+    p = sub.add_parser("alerts", help="check the alert sinks: send a marked test alert, or print its requests")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    t = actions.add_parser("test", help="send a clearly marked test alert to each sink (or --sink NAME)",
+                           description="Exit status: 0 when every sink took the test alert, 5 when one did not "
+                                       "(each says why), 2 for a usage error.")
+    t.add_argument("--sink", metavar="NAME", help="only this sink (its `name`, else its kind)")
+    t.add_argument("--dry-run", action="store_true", help="print the exact request each sink would get; send nothing")
+    _config_option(t)
+    t.set_defaults(func=cmd_alerts_test)

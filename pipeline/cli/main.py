@@ -67,6 +67,8 @@ EXAMPLES = {
                "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing",
     "schedule": 'pipeline schedule --landing /data/landing --cron "0 2 * * *" --timezone UTC\n'
                 "pipeline schedule --landing /data/landing --interval-seconds 3600",
+    "metrics": "pipeline metrics\npipeline metrics --textfile /var/lib/node_exporter/textfile/edge_pipeline.prom",
+    "alerts": "pipeline alerts test --dry-run\npipeline alerts test --sink oncall",
     "runs": "pipeline runs --limit 5 --format table",
     "admit": "pipeline admit gates/candidates/rewrite.yaml\npipeline admit gates/candidates/*.yaml --json",
     "schema": "pipeline schema gate\npipeline schema nightly > nightly.schema.json",

@@ -214,6 +214,12 @@ class Alerts:
 
 
 @dataclass(frozen=True)
+class Metrics:
+    textfile: str = _f("", help="every nightly run writes `pipeline metrics` here, for node_exporter's textfile "
+                                "collector (a .prom file in its --collector.textfile.directory; '' = off)")
+
+
+@dataclass(frozen=True)
 class Routing:
     cloud_check_catches: tuple[str, ...] = _f(CLOUD_CHECK_CATCHES, choices=GATE_NAMES,
                                               help="gates whose failures a cloud check of the edge draft catches")
@@ -320,6 +326,7 @@ class Config:
     assignment: Assignment = Assignment()
     routing: Routing = Routing()
     alerts: Alerts = Alerts()
+    metrics: Metrics = Metrics()
     rollout: Rollout = Rollout()
     costs: Costs = Costs()
     engine: EngineSettings = EngineSettings()

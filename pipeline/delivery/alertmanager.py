@@ -50,13 +50,13 @@ class Sync:
         return f"{self.sink}: {self.firing} firing, {self.resolved} resolved"
 
 
-def _iso(t: datetime) -> str:
+def iso(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def firing(con: Any, config: Config, sink: Sink, now: datetime) -> list[dict[str, Any]]:
     """The alerts the stored states raise now (read under the caller's connection)."""
-    ends = _iso(now + timedelta(hours=sink.ends_after_hours))
+    ends = iso(now + timedelta(hours=sink.ends_after_hours))
     out = []
     for (release,) in sqlfiles.run(con, "rollout/state_releases").fetchall():
         states = rollout.stored_states(con, release)
@@ -81,8 +81,8 @@ def firing(con: Any, config: Config, sink: Sink, now: datetime) -> list[dict[str
             labels["generator"] = SOURCE
             gates = ", ".join(label(g) for g in st.failed_gates) or "none recorded"
             alert: dict[str, Any] = {
-                "labels": labels, "startsAt": _iso(datetime.combine(st.since, datetime.min.time())) if st.since
-                else _iso(now), "endsAt": ends,
+                "labels": labels, "startsAt": iso(datetime.combine(st.since, datetime.min.time())) if st.since
+                else iso(now), "endsAt": ends,
                 "annotations": {"summary": summary, "description": f"{st.reason}; failed gates: {gates}",
                                 "explain": explain_command(release, None if key == rollout.RELEASE else key)}}
             if link:
@@ -112,7 +112,7 @@ def sync(sink: Sink, alerts: list[dict[str, Any]], config: Config, now: datetime
         held = active(sink, config)
         firing_keys = {tuple(sorted(a["labels"].items())) for a in alerts}
         stale = [{"labels": a["labels"], "annotations": a.get("annotations", {}), "startsAt": a["startsAt"],
-                  "endsAt": _iso(now), **({"generatorURL": a["generatorURL"]} if a.get("generatorURL") else {})}
+                  "endsAt": iso(now), **({"generatorURL": a["generatorURL"]} if a.get("generatorURL") else {})}
                  for a in held if tuple(sorted(a["labels"].items())) not in firing_keys]
         report.resolved = len(stale)
         if alerts or stale:

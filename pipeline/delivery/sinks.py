@@ -110,20 +110,29 @@ def _said(exc: urllib.error.HTTPError) -> str:
     return f": {text[:200]}" if text else ""
 
 
+def request(sink: Sink, alert: dict[str, Any]) -> tuple[str, Any] | None:
+    """The URL and JSON body an HTTP sink gets for `alert` (None: nothing to send, or not an HTTP sink)."""
+    if sink.kind == "webhook":
+        return sink.url, alert
+    if sink.kind == "slack":
+        return sink.url, slack_message(alert, sink)
+    if sink.kind == "pagerduty":
+        event = pagerduty_event(alert, sink, routing_key(sink))
+        return (sink.url or PAGERDUTY_EVENTS_URL, event) if event is not None else None
+    return None
+
+
 def send(sink: Sink, alert: dict[str, Any], config: Config, out: TextIO, deadline: DeliveryDeadline) -> str | None:
     """Deliver one alert to one sink; a repair made on the way (a torn JSONL tail) comes back as text."""
     if sink.kind == "stdout":
         print(alert["text"], file=out)
     elif sink.kind == "jsonl":
         return append_line(Path(sink.path), json.dumps(alert).encode())
-    elif sink.kind == "webhook":
-        post_json(sink.url, alert, config, deadline, alert["alert_id"])
-    elif sink.kind == "slack":
-        post_json(sink.url, slack_message(alert, sink), config, deadline, alert["alert_id"], "Slack")
-    elif sink.kind == "pagerduty":
-        event = pagerduty_event(alert, sink, routing_key(sink))
-        if event is not None:
-            post_json(sink.url or PAGERDUTY_EVENTS_URL, event, config, deadline, what="PagerDuty")
+    elif sink.kind in ("webhook", "slack", "pagerduty"):
+        sent = request(sink, alert)
+        if sent is not None:
+            post_json(*sent, config, deadline, key=alert["alert_id"] if sink.kind != "pagerduty" else None,
+                      what={"webhook": "webhook", "slack": "Slack", "pagerduty": "PagerDuty"}[sink.kind])
     else:
         raise PermanentError(f"sink {sink.label!r} of kind {sink.kind} is not sent through the outbox")
     return None

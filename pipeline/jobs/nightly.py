@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+import duckdb
+
 from pipeline.common import clock, logs, stopping
 from pipeline.common.config import Config
 from pipeline.common.errors import TransientError
@@ -175,6 +177,8 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
                     "summary": json.dumps({"steps": summary, "verdicts": run.verdicts,
                                            "data_quality": run.data_quality}, default=str),
                     "error": run.error})
+            if config.metrics.textfile:  # a failed run writes them too: its last success stays where it was
+                _write_metrics(wh, Path(config.metrics.textfile))
     return run, results
 
 
@@ -183,3 +187,13 @@ def _in_version_order(rows: list[tuple]) -> list[str]:
     from pipeline.rollout.previous import version_key
 
     return sorted((r[0] for r in rows), key=version_key)
+
+
+def _write_metrics(wh: Warehouse, path: Path) -> None:
+    from pipeline.delivery.metrics import write_textfile  # prometheus-client: only when metrics are asked for
+
+    try:
+        with wh.reading() as con:
+            write_textfile(con, path)
+    except (OSError, duckdb.Error) as exc:  # the run's outcome stands; the stale file's timestamp tells
+        logs.event("nightly", step="metrics", error=f"{path}: {exc}")

@@ -1,0 +1,73 @@
+"""`pipeline metrics`: the warehouse's state in the Prometheus text exposition format, for node_exporter's
+textfile collector (written atomically: a scrape never reads half a file), through prometheus-client.
+
+The dead man's switch is `edge_pipeline_last_success_timestamp_seconds`: a job that dies before its alert step
+cannot raise an alert, but a Prometheus rule on `time() - edge_pipeline_last_success_timestamp_seconds > 86400`
+fires all the same (README "On call"). The counters sum the manifest (every ingest, nightly or by hand), so
+they only grow; the segment and alert gauges are read from the latest evaluations and the alert outbox.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from pipeline.warehouse import sqlfiles
+
+PREFIX = "edge_pipeline"
+
+
+class _Snapshot:
+    """A custom collector over values read once: counters keep their _total names as the format wants."""
+
+    def __init__(self, families: list[Any]):
+        self.families = families
+
+    def collect(self) -> list[Any]:
+        return self.families
+
+
+def registry(con: Any) -> CollectorRegistry:
+    """The metrics of the warehouse `con` reads."""
+    last_success, duration, status = sqlfiles.run(con, "metrics/runs").fetchall()[0]
+    reg = CollectorRegistry()
+    success = Gauge(f"{PREFIX}_last_success_timestamp_seconds", "Unix time the last successful job run finished "
+                    "(0: none yet); alert when it is older than a day", registry=reg)
+    success.set(last_success.replace(tzinfo=UTC).timestamp() if last_success else 0)
+    Gauge(f"{PREFIX}_last_run_duration_seconds", "How long the last finished job run took",
+          registry=reg).set(duration or 0)
+    ok = Gauge(f"{PREFIX}_last_run_ok", "1 when the last finished job run succeeded, else 0", registry=reg)
+    ok.set(1 if status == "ok" else 0)
+    rows_read, accepted, quarantined, duplicates, rejected, loaded = sqlfiles.run(con, "metrics/ingest").fetchall()[0]
+    families: list[Any] = []
+    for name, doc, value in (("rows_read", "Rows read from landed files", rows_read),
+                             ("rows_loaded", "Rows loaded into the warehouse", accepted),
+                             ("rows_quarantined", "Rows quarantined with the rules they broke", quarantined),
+                             ("rows_duplicated", "Rows counted as duplicates of rows already loaded", duplicates),
+                             ("files_rejected", "Files rejected whole (unreadable, wrong schema, ...)", rejected),
+                             ("files_loaded", "Files loaded", loaded)):
+        families.append(CounterMetricFamily(f"{PREFIX}_{name}", doc, value=float(value)))
+    segments = GaugeMetricFamily(f"{PREFIX}_segments", "Segments per decision in each release's latest evaluation",
+                                 labels=["release", "decision"])
+    for release, decision, n in sqlfiles.run(con, "metrics/segments").fetchall():
+        segments.add_metric([release, decision], n)
+    alerts = GaugeMetricFamily(f"{PREFIX}_alert_deliveries", "Alerts in the outbox per sink and status "
+                               "(delivered, pending, failed)", labels=["sink", "status"])
+    for sink, state, n in sqlfiles.run(con, "metrics/alerts").fetchall():
+        alerts.add_metric([sink, state], n)
+    reg.register(_Snapshot([*families, segments, alerts]))
+    return reg
+
+
+def text(con: Any) -> str:
+    return generate_latest(registry(con)).decode()
+
+
+def write_textfile(con: Any, path: Path) -> None:
+    """Atomically, as node_exporter's textfile collector needs (a .prom file in its directory)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_to_textfile(str(path), registry(con))
