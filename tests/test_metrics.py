@@ -22,7 +22,8 @@ def _metrics(text: str) -> dict[str, float]:
 def _config(tmp_path: Path, sinks: str, textfile: Path | None = None) -> Path:
     text = DEFAULT_CONFIG.read_text().replace("  stdout: true\n", f"  stdout: true\n  sinks: {sinks}\n")
     if textfile:
-        text += f"\nmetrics:\n  textfile: {textfile}\n"
+        assert '  textfile: ""' in text
+        text = text.replace('  textfile: ""', f'  textfile: "{textfile}"')
     path = tmp_path / "admission.yaml"
     path.write_text(text)
     return path
