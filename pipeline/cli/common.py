@@ -20,8 +20,8 @@ EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_DATA_QUALITY, EXIT_I
 HARD_STOP = "stopped by a signal at once; the transaction in flight was rolled back, whole files are in; " \
             "run it again to finish"
 EXIT_CODES = ("exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 usage or input error or any failure, "
-              "3 insufficient data (gate only), 4 data-quality alarm (nightly only), 124 sql/query time limit, "
-              "130 stopped by a signal")
+              "3 insufficient data (gate only), 4 data-quality alarm (nightly only), 5 a sink refused (alerts "
+              "test only), 124 sql/query time limit, 130 stopped by a signal")
 
 
 
