@@ -569,7 +569,7 @@ def main() -> None:
     timed(py(NEW_DAY, prepared, new_day.isoformat(), args.new_day_rows, NEW_DAY_RELEASE, NEW_DAY_SCENARIO,
              NEW_DAY_SEED, round(args.devices * 0.6), "fresh" if args.fresh_devices else DEVICE_SEED))
     runs: dict[str, list] = {k: [] for k in ("a_hand", "a_pipe", "b_hand", "b_pipe", "c_hand", "c_pipe", "d_pipe",
-                                             "e_hand", "e_pipe", "f_hand", "f_pipe")}
+                                             "e_hand", "e_pipe", "e_cells", "e_gate", "f_hand", "f_pipe")}
     for _ in range(args.repeat):  # a fresh copy each time: a second refresh of one copy has nothing to do
         agg_pipe = copy_db(prepared, scratch / "agg-pipeline.duckdb")
         agg_hand = copy_db(prepared, scratch / "agg-hand.duckdb")
@@ -617,11 +617,16 @@ def main() -> None:
         gate_hand = timed(py(HAND_GATE, cache, "4.12", as_of, DAYS))
         cells_hand = timed(py(HAND_CELLS, cache, as_of, DAYS, dims, "4.12"))
         runs["e_hand"].append(summed([gate_hand, cells_hand]))
+        runs["e_cells"].append(cells_hand)
+        runs["e_gate"].append(timed(cli("gate", "--release", "4.12", "--db", cache, "--as-of", as_of, "--json",
+                                        "--dry-run"), ok=GATE_OK))
         runs["f_pipe"].append(timed(cli("compare", "--release", "4.12", "--against", "4.11", "--db", cache,
                                         "--as-of", as_of, "--json")))
         runs["f_hand"].append(summed([timed(py(HAND_GATE, cache, r, as_of, DAYS)) for r in ("4.12", "4.11")]
                                      + [timed(py(HAND_CELLS, cache, as_of, DAYS, "", "4.12", "4.11"))]))
     e_pipe, e_hand, f_pipe, f_hand = (fastest(runs[k]) for k in ("e_pipe", "e_hand", "f_pipe", "f_hand"))
+    own = fastest(runs["e_pipe"])[0] - fastest(runs["e_gate"])[0]  # the drill's step beyond judging the release
+    cells_alone = fastest(runs["e_cells"])[0]
     drilled, compared = json.loads(e_pipe[2]), json.loads(f_pipe[2])
     shutil.rmtree(scratch)
 
@@ -647,7 +652,8 @@ def main() -> None:
         ("e. drill by soc, os_version, npu_ready", e_pipe, e_hand,
          f"{len(drilled['drills'])} failing (segment, gate) pairs, "
          f"{sum(len(d['cells']) for d in drilled['drills'])} cells; hand: the gate's figures + {e_hand[2].strip()} "
-         "cell rows (target <= 2)"),
+         f"cell rows (target <= 2); the drill's own step (drill - gate --dry-run) {own:.2f} s vs the hand cell "
+         f"SQL alone {cells_alone:.2f} s = {own / cells_alone:.2f}"),
         ("f. compare 4.12 against 4.11", f_pipe, f_hand,
          f"{len(compared['comparisons'])} comparisons, {sum(c['worse'] for c in compared['comparisons'])} worse; "
          f"hand: both gates' figures + {f_hand[2].strip()} segment rows (target <= 2)"),

@@ -190,7 +190,9 @@ def drill(con: Any, result: Any, config: Config, by: Sequence[str], segments: Se
     chosen = [(s, g) for s, g in chosen if g not in NOT_SPLIT]
     params = result.window.params(result.release)
     with source.reading(con, config, result.window, result.release):
-        counts = evaluate.counts(con, params, config, by) if any(READS[g][0] == "counts" for _, g in chosen) else []
+        keys = sorted({segment for segment, _ in chosen})  # only their rows are read
+        counts = evaluate.counts(con, params, config, by, keys) if any(READS[g][0] == "counts" for _, g in chosen) \
+            else []
         days = evaluate.day_counts(con, params, config, by) if any(READS[g][0] == "days" for _, g in chosen) else []
     rows = {"counts": _by_segment(counts), "days": _by_segment(days)}
     status = {(s.key, name): c.status for s in result.segments for name, c in s.checks.items()}

@@ -1107,9 +1107,12 @@ def judge_sums(config: Config, device_days: dict[tuple, dict[str, Any]] | None =
     return checks
 
 
-def counts(con: Any, params: dict[str, Any], config: Config, by: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """sql/gate/segment_counts.sql's rows; `by` (device dimensions) splits each level into cells."""
-    return sqlfiles.dicts(con, COUNTS_SQL, {**params, "weight_cap": config.statistics.weight_cap(), "by": ",".join(by)})
+def counts(con: Any, params: dict[str, Any], config: Config, by: Sequence[str] = (),
+           segments: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """sql/gate/segment_counts.sql's rows; `by` (device dimensions) splits each segment into cells; `segments`
+    (task/tier/bucket keys) reads only those segments' rows (the coarser levels then cover only them)."""
+    return sqlfiles.dicts(con, COUNTS_SQL, {**params, "weight_cap": config.statistics.weight_cap(), "by": ",".join(by),
+                                            "segments": ",".join(segments)})
 
 
 def day_counts(con: Any, params: dict[str, Any], config: Config, by: Sequence[str] = ()) -> list[dict[str, Any]]:

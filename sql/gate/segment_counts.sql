@@ -1,6 +1,6 @@
 -- name: segment_counts
 -- description: per side (edge | cloud) and level (segment, task x tier, task x bucket, task, release): per-device sums of every rate the gate tests, from the device-day rollup
--- params: release, window_start, window_end, weight_cap, by
+-- params: release, window_start, window_end, weight_cap, by, segments
 -- The unit of independence is the device: stage 1 sums each device's days (within each level) from
 -- rollup_device_day, stage 2 sums those counts and their squares, from which pipeline/gate/stats.py gets each
 -- ratio's cluster-robust variance (k = numerator, n = denominator: <k>, <k>_kk = sum k_i^2, <k>_kn = sum k_i n_i,
@@ -9,7 +9,8 @@
 -- `cell` splits each segment by the device dimensions $by names (comma-separated, of soc, os_version,
 -- mem_class_gb, npu_ready, model_id, app_version: pipeline drill); their values joined by chr(31) in that
 -- order, '(null)' for a null. Only segments (level 0) are split; the other levels have cell NULL. The gate
--- passes '' (cell '' for every segment).
+-- passes '' (cell '' for every segment). $segments ('' = all) keeps only these task/tier/bucket keys
+-- (comma-separated): a drill-down reads its segments' rows alone, and then only their level 0.
 -- The estimand (gates/admission.yaml statistics.estimand) weighs each device's rows in the rate and comparison
 -- gates: a device with n rows of which k count weighs w = least(n, $weight_cap) (1: every device once, the
 -- mean of per-device rates; a huge cap: every row once) and contributes w * k / n. For those ratios
@@ -33,6 +34,8 @@ WITH picked AS (
            ) AS cell
     FROM rollup_device_day
     WHERE release = $release AND day >= CAST($window_start AS DATE) AND day < CAST($window_end AS DATE)
+      AND ($segments = '' OR list_contains(string_split($segments, ','),
+                                           task || '/' || device_tier || '/' || network_bucket))
 ),
 per_device AS (
     SELECT side, task, device_tier, network_bucket, cell,

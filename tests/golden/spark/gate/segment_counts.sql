@@ -36,6 +36,13 @@ WITH picked AS (
     release = :release
     AND day >= CAST(:window_start AS DATE)
     AND day < CAST(:window_end AS DATE)
+    AND (
+      :segments = ''
+      OR ARRAY_CONTAINS(
+        SPLIT(:segments, CONCAT('\\Q', ',', '\\E')),
+        task || '/' || device_tier || '/' || network_bucket
+      )
+    )
 ), per_device AS (
   SELECT
     side,
