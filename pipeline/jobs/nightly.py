@@ -159,6 +159,9 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
             if delivery.pending:
                 raise TransientError(f"{len(delivery.pending)} alerts could not be delivered; "
                                      "they stay in the outbox for the next run")
+            unsynced = [x for x in delivery.synced if x.error]
+            if unsynced:  # as a webhook that stays down: the run failed, and the next one posts the whole state
+                raise TransientError("Alertmanager not kept in step: " + "; ".join(str(x) for x in unsynced))
             run.status = "ok"
         except (Interrupted, KeyboardInterrupt) as exc:
             run.status, run.error = "interrupted", str(exc) or "stopped by a second signal"
