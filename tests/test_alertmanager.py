@@ -143,3 +143,16 @@ def test_nightly_keeps_alertmanager_in_step_with_rollback_and_recovery(alertmana
                              'generator="edge-telemetry-pipeline"', "-o", "json"], capture_output=True, text=True)
     assert amtool.returncode == 0, amtool.stderr
     assert _held(json.loads(amtool.stdout)) == left
+
+
+def test_a_nightly_run_that_cannot_reach_alertmanager_fails_and_says_so(tmp_path: Path) -> None:
+    from tests.conftest import ROOT
+
+    config = tmp_path / "admission.yaml"
+    config.write_text(DEFAULT_CONFIG.read_text().replace(
+        "  stdout: true\n", "  stdout: true\n  sinks: [{kind: alertmanager, url: 'http://127.0.0.1:9'}]\n"))
+    done = run_cli("nightly", "--landing", str(ROOT / "sample_logs"), "--db", str(tmp_path / "t.duckdb"),
+                   "--config", str(config), "--as-of", "2026-12-01")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert ("error: TransientError: Alertmanager not kept in step: alertmanager: Alertmanager unreachable at "
+            "http://127.0.0.1:9") in done.stdout
