@@ -387,3 +387,29 @@ def test_backtest_reads_the_release_from_spark_and_replays_it_as_on_duckdb(night
     spark = backtest(spark_engine, "4.22", CONFIG, AS_OF, **kwargs).to_dict()
     assert [v["variant"] for v in spark["variants"]] == [v["variant"] for v in duck["variants"]]
     assert spark["variants"][0] == duck["variants"][0] and duck["variants"][0]["rolled_back"] == 1
+
+
+def test_drill_and_compare_find_the_same_cells_on_both_engines(nightlies, spark_engine, gates):
+    from pipeline.gate.compare import compare
+    from pipeline.gate.drill import drill
+
+    by = ("soc", "os_version", "npu_ready")
+    failing = [r for r in SCENARIOS if gates[(AS_OF, r)][0].verdict in ("rollback_to_cloud", "partial_rollback")]
+    assert failing
+    for release in failing:
+        duck_result, spark_result = gates[(AS_OF, release)]
+        with db.reading(nightlies[0]) as con:
+            use_settings(con, CONFIG)
+            duck = drill(con, duck_result, CONFIG, by).to_dict()
+        spark = drill(spark_engine, spark_result, CONFIG, by).to_dict()
+        assert duck["drills"], release
+        assert [(d["segment"], d["gate"], d["answer"], [c["cell"] for c in d["cells"]]) for d in spark["drills"]] == \
+            [(d["segment"], d["gate"], d["answer"], [c["cell"] for c in d["cells"]]) for d in duck["drills"]]
+        assert _close(spark, duck, rel=1e-9), (release, _differences(spark, duck, rel=1e-9)[:10])
+    healthy = next(r for r in SCENARIOS if gates[(AS_OF, r)][0].verdict == "keep_edge")
+    with db.reading(nightlies[0]) as con:
+        use_settings(con, CONFIG)
+        duck = compare(con, gates[(AS_OF, failing[0])][0], gates[(AS_OF, healthy)][0], CONFIG).to_dict()
+    spark = compare(spark_engine, gates[(AS_OF, failing[0])][1], gates[(AS_OF, healthy)][1], CONFIG).to_dict()
+    assert any(c["worse"] for c in duck["comparisons"])
+    assert _close(spark, duck, rel=1e-9), _differences(spark, duck, rel=1e-9)[:10]

@@ -109,8 +109,9 @@ class Dimension:
         return self.share_of_excess - self.share_of_count
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dimension": self.name, "top_value": self.top_value, "share_of_excess": _num(self.share_of_excess),
-                "share_of_count": _num(self.share_of_count), "concentration": _num(self.concentration)}
+        return {"dimension": self.name, "top_value": self.top_value,  # to 1e-9: the same on every engine
+                "share_of_excess": _exact(self.share_of_excess), "share_of_count": _exact(self.share_of_count),
+                "concentration": _exact(self.concentration)}
 
 
 @dataclass
@@ -294,7 +295,7 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
     positive = sum(max(0.0, c.excess) for c in d.cells)
     for c in d.cells:
         c.share = max(0.0, c.excess) / positive if positive > 0 else 0.0
-    d.cells.sort(key=lambda c: (-max(0.0, c.excess), -c.n, c.name))  # the excess first, then the biggest
+    d.cells.sort(key=lambda c: (-_exact(max(0.0, c.excess)), -c.n, c.name))  # the excess first, then the biggest
     d.excess = sum(c.excess for c in d.cells)
     return d
 
@@ -391,10 +392,10 @@ def _rank(cells: list[Cell], by: tuple[str, ...]) -> list[Dimension]:
             v = c.values.get(d, NULL)
             excess[v] = excess.get(v, 0.0) + c.excess
             count[v] = count.get(v, 0.0) + c.n
-        top = max(excess, key=lambda v: (excess[v], v))
+        top = max(excess, key=lambda v: (_exact(excess[v]), v))
         spread = sum(max(0.0, x) for x in excess.values())  # 0 when the excess cancels out at this dimension
         out.append(Dimension(d, top, max(0.0, excess[top]) / spread if spread else 0.0, count[top] / total_n))
-    return sorted(out, key=lambda x: -x.concentration)
+    return sorted(out, key=lambda x: (-_exact(x.concentration), by.index(x.name)))
 
 
 def _answer(cells: list[Cell], ranked: list[str], d: Drill, config: Config) -> tuple[dict[str, str], float, str]:
@@ -406,7 +407,7 @@ def _answer(cells: list[Cell], ranked: list[str], d: Drill, config: Config) -> t
     positive = sum(max(0.0, c.excess) for c in cells)
     if positive <= 0:
         return {}, 0.0, f"no {what}: every cell is within the threshold"
-    top = max(cells, key=lambda c: (c.excess, c.name))
+    top = max(cells, key=lambda c: (_exact(c.excess), c.name))
     kept = list(ranked)
 
     def matching(dims: list[str]) -> list[Cell]:
@@ -441,6 +442,12 @@ def _answer(cells: list[Cell], ranked: list[str], d: Drill, config: Config) -> t
         return {}, share, f"the {what} is spread over the cells: the most of it one description holds is " \
                           f"{share:.0%}, in {said}"
     return named, share, f"{share:.0%} of the {what} is {said}"
+
+
+def _exact(x: float) -> float:
+    """A figure as an order compares it: rows summed in another order (DuckDB, Spark, another plan) differ in
+    the last bits, and a tie must break the same way on every engine."""
+    return round(x, 9)
 
 
 def _num(v: Any) -> Any:
