@@ -31,7 +31,7 @@ def _config(tmp_path: Path, sinks: str, textfile: Path | None = None) -> Path:
 
 def test_nightly_writes_metrics_promtool_accepts_and_a_failed_run_keeps_the_last_success(tmp_path: Path) -> None:
     prom = tmp_path / "textfile" / "edge_pipeline.prom"
-    good = _config(tmp_path, "[{kind: jsonl, path: alerts.jsonl}]", prom)
+    good = _config(tmp_path, f"[{{kind: jsonl, path: '{tmp_path / 'alerts.jsonl'}'}}]", prom)
     db_file = str(tmp_path / "t.duckdb")
     done = run_cli("nightly", "--landing", str(ROOT / "sample_logs"), "--db", db_file, "--config", str(good),
                    "--as-of", "2026-12-01")
