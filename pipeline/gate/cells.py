@@ -18,12 +18,10 @@ segment.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.common.config import Config
-from pipeline.common.registry import BY_NAME, GateName
 from pipeline.common.vocabulary import Status, Verdict
 from pipeline.gate import drill, evaluate, stats
 
@@ -61,7 +59,8 @@ def _segment(segment: Any, rows: dict[str, Any], by: tuple[str, ...], config: Co
     cells = {cell: CellVerdict(drill._values(cell, by), int(r["devices"]), INHERIT) for cell, r in edge.items()}
     judged = {cell for cell, v in cells.items() if v.devices >= config.min_devices}
     outcomes: dict[str, dict[str, str]] = {cell: {} for cell in judged}  # cell -> gate -> pass | fail | inherit
-    for gate, (table, k, n, harm_above) in drill.READS.items():
+    for gate in drill.READS:
+        table, k, n, harm_above = drill.reading(gate, config)
         check = segment.checks.get(gate)
         test = check.tests.get(check.main_test) if check else None
         if (check is None or check.mode != "enforce" or check.status not in (Status.PASS, Status.FAIL)
@@ -74,9 +73,9 @@ def _segment(segment: Any, rows: dict[str, Any], by: tuple[str, ...], config: Co
         for cell in judged:
             row = source.get(cell)
             if row is not None:  # the test of departing from the segment's decision on this gate
-                p_values[cell] = _p_value(gate, row, cloud.get(drill._cloud_key(cells[cell].values)), k, n,
-                                          harm_above, check.threshold if BY_NAME[gate].kind != "p95_budget"
-                                          else 1 - evaluate.P95, not failing, config)
+                p_values[cell] = drill.p_value(gate, row, cloud.get(drill._cloud_key(cells[cell].values)), k, n,
+                                               harm_above, drill.threshold(gate, config, segment.task), config,
+                                               harm=not failing)
         rejected = stats.holm(p_values, test.alpha)
         for cell in p_values:
             departs = cell in rejected
@@ -103,27 +102,3 @@ def _segment(segment: Any, rows: dict[str, Any], by: tuple[str, ...], config: Co
         if cell not in judged:
             v.reason = f"{v.devices} devices (< min_devices {config.min_devices}): judged with its segment"
     return sorted(cells.values(), key=lambda v: tuple(v.values.values()))
-
-
-def _p_value(gate: str, row: dict, cloud: dict | None, k: str, n: str, harm_above: bool, p0: float, harm: bool,
-             config: Config) -> float:
-    """The cell's p-value of evidence of harm (harm=True) or of being within the threshold (harm=False)."""
-    sequential = config.statistics.method == "sequential"
-    if gate == GateName.QUALITY_LOSS:
-        if config.statistics.estimand != "requests":
-            k, n = "online_adopted", "online_rows"
-        if cloud is None:
-            return math.nan
-        e, c = evaluate.ratio(row, k, n, config.min_devices), evaluate.ratio(cloud, k, n, config.min_devices)
-        if e.n <= 0 or c.n <= 0 or c.k <= 0:
-            return math.nan
-        d, var = stats.stratified_ratio_score([stats.Stratum(e, c)], 1 - p0)
-        if not (var > 0 and math.isfinite(var)):
-            return math.nan
-        z = -d / math.sqrt(var) if harm else d / math.sqrt(var)
-        return stats.z_p_value(z, var, p0 * c.rate * 2, sequential)
-    r = evaluate.ratio(row, k, n, config.min_devices)
-    if r.n_eff <= 0:
-        return math.nan
-    width = evaluate.KILL_MIXTURE_WIDTH if gate == GateName.KILL_RATE else None
-    return stats.rate_p_value(r.k_eff, r.n_eff, p0, harm_above if harm else not harm_above, sequential, width)

@@ -105,9 +105,8 @@ def compare(con: Any, candidate: Any, previous: Any, config: Config, by: Sequenc
     p95s = {rel.release: {(s.key, g): c.measured for s in rel.segments for g, c in s.checks.items()}
             for rel in (candidate, previous)}
     found = []
-    for gate, (table, k, n, harm_above) in drill.READS.items():
-        if gate == GateName.QUALITY_LOSS and config.statistics.estimand != "requests":
-            k, n = "online_adopted", "online_rows"
+    for gate in drill.READS:
+        table, k, n, harm_above = drill.reading(gate, config)
         shared = sorted(set(rows[candidate.release][table]) & set(rows[previous.release][table]))
         for key in shared:
             segment = "/".join(key[:3])
@@ -138,13 +137,10 @@ def _compare(gate: str, cand: dict, prev: dict, k: str, n: str, harm_above: bool
     conf = config.statistics.confidence
     gates = config.gates_for(segment.split("/")[0])
     what = drill._what(gate).replace(" against the cell's cloud rows", " against the previous release")
-    if gate == GateName.QUALITY_LOSS:
-        tolerance = gates.quality_loss.max_relative_loss
-        strata = [stats.Stratum(a, b)]
-        loss, interval = stats.stratified_relative_loss(strata, conf)
-        d, var = stats.stratified_ratio_score(strata, 1 - tolerance)
-        p = stats.z_p_value(-d / math.sqrt(var), var, tolerance * b.rate * 2, sequential) \
-            if var > 0 and math.isfinite(var) else math.nan
+    if gate == GateName.QUALITY_LOSS:  # the previous release's edge is the cell's baseline, as the cloud is in a drill
+        tolerance = drill.threshold(gate, config, segment.split("/")[0])
+        loss, interval = stats.stratified_relative_loss([stats.Stratum(a, b)], conf)
+        p = drill.p_value(gate, cand, prev, k, n, harm_above, tolerance, config)
         return Comparison(segment, {}, gate, what, b.rate, a.rate, loss, interval, tolerance, p,
                           devices=(b.devices, a.devices))
     margin = gates.fallback_rate.max_excess_over_cloud if gate == GateName.FALLBACK_RATE else 0.0

@@ -59,6 +59,46 @@ READS: dict[str, tuple[str, str, str, bool]] = {
     GateName.FALLBACK_RATE: ("counts", "fallbacks", "rows", True),
     GateName.QUALITY_LOSS: ("counts", "adopted", "rows", False),
 }
+
+
+def reading(gate: str, config: Config) -> tuple[str, str, str, bool]:
+    """READS[gate], with quality's counts as the estimand has them (devices compare their online rows)."""
+    table, k, n, harm_above = READS[gate]
+    if gate == GateName.QUALITY_LOSS and config.statistics.estimand != "requests":
+        k, n = "online_adopted", "online_rows"
+    return table, k, n, harm_above
+
+
+def threshold(gate: str, config: Config, task: str) -> float:
+    """What a cell's figure is held to: the share above a p95 budget (5 %), else the gate's setting for the task."""
+    if BY_NAME[gate].kind == "p95_budget":
+        return 1 - evaluate.P95
+    return getattr(getattr(config.gates_for(task), gate), BY_NAME[gate].threshold_key)
+
+
+def p_value(gate: str, row: dict[str, Any], cloud: dict[str, Any] | None, k: str, n: str, harm_above: bool,
+            p0: float, config: Config, harm: bool = True) -> float:
+    """One cell's p-value, by the gate's own test on its device-adjusted counts: of evidence that it breaks the
+    threshold (harm), or that it is within it; quality against `cloud`, the cell's baseline rows."""
+    sequential = config.statistics.method == "sequential"
+    if gate == GateName.QUALITY_LOSS:
+        if cloud is None:
+            return math.nan
+        e, c = evaluate.ratio(row, k, n, config.min_devices), evaluate.ratio(cloud, k, n, config.min_devices)
+        if e.n <= 0 or c.n <= 0 or c.k <= 0:
+            return math.nan
+        d, var = stats.stratified_ratio_score([stats.Stratum(e, c)], 1 - p0)
+        if not (var > 0 and math.isfinite(var)):
+            return math.nan
+        z = -d / math.sqrt(var) if harm else d / math.sqrt(var)
+        return stats.z_p_value(z, var, p0 * c.rate * 2, sequential)
+    r = evaluate.ratio(row, k, n, config.min_devices)
+    if r.n_eff <= 0:
+        return math.nan
+    width = evaluate.KILL_MIXTURE_WIDTH if gate == GateName.KILL_RATE else None
+    return stats.rate_p_value(r.k_eff, r.n_eff, p0, harm_above if harm else not harm_above, sequential, width)
+
+
 NOT_SPLIT = {GateName.WEAK_NETWORK_LATENCY: "its figure is a ratio of p95s, and the rollup keeps no histogram "
                                             "per cell",
              GateName.RETENTION: "it is judged per task x tier on devices assigned whole, not per segment"}
@@ -260,14 +300,9 @@ def _summed(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], config: Config,
            status: str) -> Drill:
-    table, k, n, harm_above = READS[gate]
-    task = segment.split("/")[0]
-    settings = getattr(config.gates_for(task), gate)
-    key = BY_NAME[gate].threshold_key
-    threshold = 1 - evaluate.P95 if BY_NAME[gate].kind == "p95_budget" else getattr(settings, key)
+    table, k, n, harm_above = reading(gate, config)
+    limit = threshold(gate, config, segment.split("/")[0])
     quality = gate == GateName.QUALITY_LOSS
-    if quality and config.statistics.estimand != "requests":
-        k, n = "online_adopted", "online_rows"
     cloud: dict[tuple, list[dict[str, Any]]] = {}
     if quality:
         for r in rows[table].get(("cloud", segment), []):
@@ -276,13 +311,13 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
     def measure(values: dict[str, str], members: list[dict[str, Any]], test: bool = True) -> Cell:
         keys = dict.fromkeys(_cloud_key(_values(r["cell"], by)) for r in members)
         baseline = [c for ck in keys for c in cloud.get(ck, [])]
-        return _measure(values, _summed(members), baseline, k, n, threshold, harm_above, quality, config, test)
+        return _measure(gate, values, _summed(members), baseline, k, n, limit, harm_above, config, test)
 
     edge_rows = rows[table].get(("edge", segment), [])
     unpooled = [measure(_values(r["cell"], by), [r], test=False) for r in edge_rows]  # for the ranking and answer
     varying = tuple(x for x in by if len({c.values[x] for c in unpooled}) > 1)
     ranked = [x for x in _rank(unpooled, by) if x.name in varying]
-    d = Drill(segment, gate, status, _what(gate), threshold, harm_above, 0.0, [], varying=varying, dimensions=ranked,
+    d = Drill(segment, gate, status, _what(gate), limit, harm_above, 0.0, [], varying=varying, dimensions=ranked,
               raw=unpooled)
     d.named, d.named_share, d.answer = _answer(unpooled, [x.name for x in ranked], d, config)
     # small cells merge away their least telling dimension first: the answer's dimensions are the most telling
@@ -335,36 +370,30 @@ def _cloud_key(values: dict[str, str]) -> tuple:
     return tuple((d, v) for d, v in values.items() if d != "model_id")
 
 
-def _measure(values: dict[str, str], row: dict[str, Any], cloud_rows: list[dict[str, Any]], k: str, n: str,
-             threshold: float, harm_above: bool, quality: bool, config: Config, test: bool = True) -> Cell:
+def _measure(gate: str, values: dict[str, str], row: dict[str, Any], cloud_rows: list[dict[str, Any]], k: str,
+             n: str, threshold: float, harm_above: bool, config: Config, test: bool = True) -> Cell:
     r = evaluate.ratio(row, k, n, config.min_devices)
     raw_n, raw_k = float(row[n] or 0), float(row[k] or 0)
-    conf, sequential = config.statistics.confidence, config.statistics.method == "sequential"
+    conf = config.statistics.confidence
     cell = Cell(values, int(row.get(f"{n}_devices", row["devices"])), raw_n, r.rate if r.n else None,
                 stats.wilson(r.k_eff, r.n_eff, conf) if r.n_eff > 0 else None, 0.0,
                 k=raw_k, k_eff=r.k_eff if r.n_eff > 0 else 0.0, n_eff=r.n_eff if r.n_eff > 0 else 0.0)
-    if not quality:
+    if gate != GateName.QUALITY_LOSS:
         cell.excess = (raw_k - threshold * raw_n) if harm_above else (threshold * raw_n - raw_k)
-        if test and r.n_eff > 0:
-            cell.p_value = stats.rate_p_value(r.k_eff, r.n_eff, threshold, harm_above, sequential,
-                                              evaluate.KILL_MIXTURE_WIDTH if k == "kill_days" else None)
+        if test:
+            cell.p_value = p_value(gate, row, None, k, n, harm_above, threshold, config)
         return cell
     base = _summed(cloud_rows) if cloud_rows else None
     c = evaluate.ratio(base, k, n, config.min_devices) if base else None
     if c is None or c.n <= 0 or c.k <= 0 or r.n <= 0:
         cell.figure, cell.interval = None, None
         return cell
-    theta = 1 - threshold
     cloud_rate = float(base[k] or 0) / float(base[n] or 1)
     cell.cloud = c.rate
-    cell.excess = theta * cloud_rate * raw_n - raw_k
-    strata = [stats.Stratum(r, c)]
-    loss, interval = stats.stratified_relative_loss(strata, conf)
-    cell.figure, cell.interval = loss, interval
+    cell.excess = (1 - threshold) * cloud_rate * raw_n - raw_k
+    cell.figure, cell.interval = stats.stratified_relative_loss([stats.Stratum(r, c)], conf)
     if test:
-        dev, var = stats.stratified_ratio_score(strata, theta)
-        if var > 0 and math.isfinite(var):
-            cell.p_value = stats.z_p_value(-dev / math.sqrt(var), var, threshold * c.rate * 2, sequential)
+        cell.p_value = p_value(gate, row, base, k, n, harm_above, threshold, config)
     return cell
 
 

@@ -1162,7 +1162,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     window = gate_window(as_of, config)
     kill_codes = list(config.gates.kill_rate.kill_codes)
     with source.reading(con, config, window, release, from_events) as read_from:
-        result, measure = _evaluate(con, release, config, as_of, now, window, declared_by, kill_codes)
+        result, measure = _evaluate(con, release, config, as_of, now, window, declared_by)
         result.source = read_from
         _judge_kept(con, result, measure, kill_codes)
         if config.routing.dimensions:
@@ -1173,7 +1173,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
 
 
 def _evaluate(con: Any, release: str, config: Config, as_of: datetime, now: datetime, window: Window,
-              declared_by: str, kill_codes: list[str]) -> tuple[GateResult, _Measure]:
+              declared_by: str) -> tuple[GateResult, _Measure]:
     params = window.params(release)
     error = config.engine.sketch_relative_error
     figures = _Figures(counts(con, params, config),
