@@ -24,7 +24,7 @@ from typing import Any
 from pipeline.common.config import Config
 from pipeline.common.errors import UsageError
 from pipeline.common.output_schema import SCHEMA_VERSION
-from pipeline.common.registry import BY_NAME, GateName, label
+from pipeline.common.registry import BY_NAME, GateName
 from pipeline.common.vocabulary import DEVICE_DIMENSIONS
 from pipeline.gate import drill, evaluate, source, stats
 
@@ -154,28 +154,3 @@ def _compare(gate: str, cand: dict, prev: dict, k: str, n: str, harm_above: bool
     interval = (max(-1.0, diff - half), min(1.0, diff + half)) if math.isfinite(half) else None
     return Comparison(segment, {}, gate, what, b.rate, a.rate, diff, interval, margin, p,
                       devices=(b.devices, a.devices))
-
-
-def change_text(c: Comparison) -> str:
-    """The change for people: a relative adoption loss, else a difference in percentage points."""
-    if c.change is None:
-        return "?"
-    if c.gate == GateName.QUALITY_LOSS:
-        return f"{c.change:.1%} loss"
-    return f"{c.change * 100:+.1f} pts"
-
-
-def worse_lines(result: CompareResult) -> list[str]:
-    """One line per flagged comparison: what got worse where."""
-    out = []
-    for c in result.comparisons:
-        if not c.worse:
-            continue
-        where = c.segment + ("" if not c.cell else " · " + " · ".join(f"{d} = {v}" for d, v in c.cell.items()))
-        iv = f" [{_pct(c.interval[0])} .. {_pct(c.interval[1])}]" if c.interval else ""
-        out.append(f"{where}: {label(c.gate)} {_pct(c.previous)} -> {_pct(c.candidate)} ({change_text(c)}{iv})")
-    return out
-
-
-def _pct(v: float | None) -> str:
-    return "?" if v is None else f"{v:.1%}"

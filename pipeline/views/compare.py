@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.common.registry import BY_NAME, label
+from pipeline.common.registry import BY_NAME, GateName, label
 from pipeline.common.tables import rows_as
-from pipeline.gate.compare import change_text
+from pipeline.views.drill import pct
 from pipeline.views.terminal import _wrap, percent, window_text
-
-
-def _pct(v: float | None) -> str:
-    return "?" if v is None else percent(0.0 if abs(v) < 1e-9 else v)
 
 
 def _p95(v: float | None, gate: str) -> str:
@@ -19,6 +15,15 @@ def _p95(v: float | None, gate: str) -> str:
         return ""
     unit = BY_NAME[gate].unit
     return f"{v:,.0f} ms" if unit == "ms" else f"{v:.1f} °C" if unit == "°C" else percent(v)
+
+
+def change_text(c: Any) -> str:
+    """The change for people: a relative adoption loss, else a difference in percentage points."""
+    if c.change is None:
+        return "?"
+    if c.gate == GateName.QUALITY_LOSS:
+        return f"{c.change:.1%} loss"
+    return f"{c.change * 100:+.1f} pts"
 
 
 def compare_text(result: Any, width: int | None = None, show_all: bool = False) -> str:
@@ -36,10 +41,10 @@ def compare_text(result: Any, width: int | None = None, show_all: bool = False) 
                                                                  "interval", "p95 before -> after", "worse"]
     rows = []
     for c in shown:
-        iv = f"{_pct(c.interval[0])} .. {_pct(c.interval[1])}" if c.interval else ""
+        iv = f"{pct(c.interval[0])} .. {pct(c.interval[1])}" if c.interval else ""
         p95 = f"{_p95(c.previous_p95, c.gate)} -> {_p95(c.candidate_p95, c.gate)}" if c.candidate_p95 else ""
         rows.append((c.segment,) + ((" · ".join(c.cell.values()),) if result.by else ())
-                    + (label(c.gate), _pct(c.previous), _pct(c.candidate), change_text(c), iv, p95,
+                    + (label(c.gate), pct(c.previous), pct(c.candidate), change_text(c), iv, p95,
                        "WORSE" if c.worse else ""))
     out += [""] + rows_as("table", columns, rows).splitlines()[:-1]
     if not show_all:

@@ -11,7 +11,8 @@ from pipeline.views.terminal import _wrap, percent, window_text
 MAX_CELLS = 8  # cells listed per (segment, gate): those with the most excess; the rest are summed up in a line
 
 
-def _pct(v: float | None) -> str:
+def pct(v: float | None) -> str:
+    """A share for people; '?' when there is none (a figure too close to 0 to print reads 0%)."""
     return "?" if v is None else percent(0.0 if abs(v) < 1e-9 else v)
 
 
@@ -40,10 +41,10 @@ def drill_text(result: Any, width: int | None = None, max_cells: int = MAX_CELLS
             + (["cloud"] if quality else []) + ["excess share", "flag"]
         rows = []
         for c in d.cells[:max_cells]:
-            iv = f"{_pct(c.interval[0])} .. {_pct(c.interval[1])}" if c.interval else ""
+            iv = f"{pct(c.interval[0])} .. {pct(c.interval[1])}" if c.interval else ""
             name = c.label(d.varying) if c.values else f"other ({c.pooled} cells of < {result.min_devices} devices)"
-            rows.append((name, c.devices, round(c.n), _pct(c.figure), iv)
-                        + ((_pct(c.cloud),) if quality else ()) + (_pct(c.share), "FLAG" if c.flagged else ""))
+            rows.append((name, c.devices, round(c.n), pct(c.figure), iv)
+                        + ((pct(c.cloud),) if quality else ()) + (pct(c.share), "FLAG" if c.flagged else ""))
         table = rows_as("table", columns, rows)
         out += ["  " + line for line in table.splitlines()[:-1]]  # not rows_as' "(N rows)"
         if len(d.cells) > max_cells:
@@ -66,8 +67,8 @@ def drill_lines(result: Any, segment: str, width: int | None = None, max_cells: 
             if c.share <= 0:
                 break
             name = c.label(d.varying) if c.values else "other (small cells)"
-            iv = f" ({_pct(c.interval[0])} .. {_pct(c.interval[1])})" if c.interval else ""
-            out += _wrap(f"{name}: {_pct(c.figure)}{iv} of {c.n:,.0f} over {c.devices} devices, "
-                         f"{_pct(c.share)} of the excess{', flagged' if c.flagged else ''}", width, "      ",
+            iv = f" ({pct(c.interval[0])} .. {pct(c.interval[1])})" if c.interval else ""
+            out += _wrap(f"{name}: {pct(c.figure)}{iv} of {c.n:,.0f} over {c.devices} devices, "
+                         f"{pct(c.share)} of the excess{', flagged' if c.flagged else ''}", width, "      ",
                          first="    - ")
     return out
