@@ -50,6 +50,11 @@ class Sync:
         return f"{self.sink}: {self.firing} firing, {self.resolved} resolved"
 
 
+def alerts_url(sink: Sink) -> str:
+    """Alertmanager's API v2 alerts endpoint under the sink's base URL."""
+    return f"{sink.url.rstrip('/')}/api/v2/alerts"
+
+
 def iso(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
@@ -96,7 +101,7 @@ def active(sink: Sink, config: Config) -> list[dict[str, Any]]:
     """Our alerts Alertmanager holds active (GET /api/v2/alerts, filtered on our generator label)."""
     query = urllib.parse.urlencode({"filter": f'generator="{SOURCE}"', "active": "true", "silenced": "true",
                                     "inhibited": "true", "unprocessed": "true"})
-    url = f"{sink.url.rstrip('/')}/api/v2/alerts?{query}"
+    url = f"{alerts_url(sink)}?{query}"
     try:
         with urllib.request.urlopen(url, timeout=config.alerts.webhook_timeout_s) as response:
             return json.loads(response.read())
@@ -116,8 +121,7 @@ def sync(sink: Sink, alerts: list[dict[str, Any]], config: Config, now: datetime
                  for a in held if tuple(sorted(a["labels"].items())) not in firing_keys]
         report.resolved = len(stale)
         if alerts or stale:
-            post_json(f"{sink.url.rstrip('/')}/api/v2/alerts", alerts + stale, config, deadline,
-                      what="Alertmanager")
+            post_json(alerts_url(sink), alerts + stale, config, deadline, what="Alertmanager")
     except (TransientError, PermanentError) as exc:
         report.error = f"{exc}; the next run posts the whole state again"
     return report

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-from pipeline.common.config import PAGERDUTY_EVENTS_URL, Config, Sink, effective_sinks
+from pipeline.common.config import Config, Sink, effective_sinks
 from pipeline.common.errors import TransientError, UsageError
-from pipeline.delivery.alertmanager import iso
+from pipeline.delivery.alertmanager import alerts_url, iso
 from pipeline.delivery.sinks import (
     SOURCE,
     DeliveryDeadline,
     PermanentError,
-    pagerduty_event,
     post_json,
     request,
     send,
@@ -35,7 +34,7 @@ def test_alert(now: datetime) -> dict[str, Any]:
             "routes": {}}
 
 
-def alertmanager_test(sink: Sink, now: datetime) -> list[dict[str, Any]]:
+def alertmanager_test(now: datetime) -> list[dict[str, Any]]:
     return [{"labels": {"alertname": "EdgePipelineTest", "severity": "info", "generator": SOURCE,
                         "release": TEST_RELEASE},
              "annotations": {"summary": "TEST alert from `pipeline alerts test`: nothing to do"},
@@ -70,13 +69,9 @@ def dry_run(sinks: list[Sink], now: datetime, out: TextIO) -> None:
         elif sink.kind == "jsonl":
             print(f"append to {sink.path}: {json.dumps(alert)}", file=out)
         elif sink.kind == "alertmanager":
-            print(f"POST {sink.url.rstrip('/')}/api/v2/alerts\n{json.dumps(alertmanager_test(sink, now), indent=1)}",
-                  file=out)
-        else:
-            if sink.kind == "pagerduty":  # the secret is never printed: its variable stands in for it
-                url, body = sink.url or PAGERDUTY_EVENTS_URL, pagerduty_event(alert, sink, f"${sink.routing_key_env}")
-            else:
-                url, body = request(sink, alert)  # type: ignore[misc]
+            print(f"POST {alerts_url(sink)}\n{json.dumps(alertmanager_test(now), indent=1)}", file=out)
+        else:  # the secret is never printed: its variable's name stands in for PagerDuty's routing key
+            url, body = request(sink, alert, key=f"${sink.routing_key_env}")  # type: ignore[misc]
             print(f"POST {url}\nContent-Type: application/json\n{json.dumps(body, indent=1)}", file=out)
 
 
@@ -86,8 +81,7 @@ def send_test(sinks: list[Sink], config: Config, now: datetime, out: TextIO) -> 
     for sink in sinks:
         try:
             if sink.kind == "alertmanager":
-                post_json(f"{sink.url.rstrip('/')}/api/v2/alerts", alertmanager_test(sink, now), config, deadline,
-                          what="Alertmanager")
+                post_json(alerts_url(sink), alertmanager_test(now), config, deadline, what="Alertmanager")
             else:
                 send(sink, alert, config, out, deadline)
             where = sink.path if sink.kind == "jsonl" else sink.url or sink.kind

@@ -110,14 +110,15 @@ def _said(exc: urllib.error.HTTPError) -> str:
     return f": {text[:200]}" if text else ""
 
 
-def request(sink: Sink, alert: dict[str, Any]) -> tuple[str, Any] | None:
-    """The URL and JSON body an HTTP sink gets for `alert` (None: nothing to send, or not an HTTP sink)."""
+def request(sink: Sink, alert: dict[str, Any], key: str | None = None) -> tuple[str, Any] | None:
+    """The URL and JSON body an HTTP sink gets for `alert` (None: nothing to send, or not an HTTP sink);
+    `key`: PagerDuty's routing key in place of the one the environment holds (a dry run shows no secret)."""
     if sink.kind == "webhook":
         return sink.url, alert
     if sink.kind == "slack":
         return sink.url, slack_message(alert, sink)
     if sink.kind == "pagerduty":
-        event = pagerduty_event(alert, sink, routing_key(sink))
+        event = pagerduty_event(alert, sink, key or routing_key(sink))
         return (sink.url or PAGERDUTY_EVENTS_URL, event) if event is not None else None
     return None
 
