@@ -614,10 +614,13 @@ def _events(rng: np.random.Generator, kill_rng: np.random.Generator, n: int, m: 
         flip = edge & (cat == ADOPT) & (rng.random(n) < lose)
         cat = np.where(flip, ABANDON, cat)
     hazard = np.where(edge, _kill_hazard(m, prompt + output, dev["mem"][d], tier), 0.0)
-    hit = np.zeros(n, dtype=bool)  # rows of the scenario's regressed cell (no random draw: the streams stay)
+    # the scenario's regressed cell: per row, its slowdown and memory factor (1 elsewhere; no random draw, so
+    # the streams stay as they were)
+    slowdown, memory_factor = np.ones(n), np.ones(n)
     if m.regression is not None:
         g = m.regression
         hit = g.affected(dev)[d]
+        slowdown, memory_factor = np.where(hit, g.slowdown, 1.0), np.where(hit, g.memory_factor, 1.0)
         heavy = dataclasses.replace(m, resident_mb=m.resident_mb * g.memory_factor,
                                     activation_mb=m.activation_mb * g.memory_factor)
         hazard = np.where(edge & hit, _kill_hazard(heavy, prompt + output, dev["mem"][d], tier), hazard)
@@ -645,8 +648,7 @@ def _events(rng: np.random.Generator, kill_rng: np.random.Generator, n: int, m: 
     check = ~offline & (task != TASKS.index("intent"))  # generative tasks only
     check_ms = np.where(check, m.edge_check_rtt * (100 + rtt0 * rng.uniform(0.7, 1.3, n)), 0.0)
     speed = dev["speed"][d]  # a device's own slowness (thermal design, background load)
-    if m.regression is not None:
-        speed = speed * np.where(hit, m.regression.slowdown, 1.0)
+    speed = speed * slowdown
     e_compute = (m.fixed_ms + prompt / np.take(m.prefill_tps, tier) * 1000) * _lognormal(rng, 1, 0.2, n) * speed
     e_ttft = e_compute + cold_ms + check_ms
     e_decode = output / np.take(m.decode_tps, tier) * 1000 * _lognormal(rng, 1, 0.2, n) * speed
@@ -679,8 +681,7 @@ def _events(rng: np.random.Generator, kill_rng: np.random.Generator, n: int, m: 
     # memory (edge routes only)
     resident = m.resident_mb * rng.normal(1, 0.03, n)
     activations = m.activation_mb * rng.normal(1, 0.05, n).clip(0.7)
-    if m.regression is not None:
-        resident, activations = (x * np.where(hit, m.regression.memory_factor, 1.0) for x in (resident, activations))
+    resident, activations = resident * memory_factor, activations * memory_factor
     peak = resident + activations + m.kv_mb_per_token * (prompt + output)
 
     # heat
