@@ -255,10 +255,13 @@ def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False) -> 
 
 def _evaluate(args: argparse.Namespace, config: Any, con: Any) -> Any:
     from pipeline.gate.evaluate import evaluate_gate
+    from pipeline.warehouse import db
 
-    return evaluate_gate(con, args.release, config, as_of=_as_of(args),
-                         holdback_share=getattr(args, "holdback_share", None),
-                         from_events=getattr(args, "from_events", False))
+    result = evaluate_gate(con, args.release, config, as_of=_as_of(args),
+                           holdback_share=getattr(args, "holdback_share", None),
+                           from_events=getattr(args, "from_events", False))
+    result.snapshot = db.served_dict(_db(args))
+    return result
 
 
 def _format(args: argparse.Namespace) -> str:

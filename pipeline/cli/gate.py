@@ -217,7 +217,7 @@ def cmd_state(args: argparse.Namespace) -> int:
     config = _config(args)
     with db.reading(_db(args)) as con:
         view = rollout.StateView(args.release, rollout.stored_states(con, args.release), config,
-                                 find(con, args.release, config))
+                                 find(con, args.release, config), db.served_dict(_db(args)))
     if args.json:
         _emit_json(view.to_dict())
     else:

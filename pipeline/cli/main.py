@@ -98,23 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     for group in (data, jobs, gate, planning):
         group.add_commands(sub)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
     _finish_subcommands(sub)
     return parser
 
@@ -144,7 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command in ("sql", "query"):
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # like Ctrl-C: interrupt the query, exit 130
     try:
-        return func(args)
+        with db.one_source():
+            code = func(args)
+            for snapshot in db.served():
+                print(f"pipeline {args.command}: read {snapshot.describe()}: the warehouse is being written "
+                      f"({db.holder_text(_db(args))})", file=sys.stderr)
+            return code
     except stopping.Interrupted:
         print(f"pipeline {args.command}: stopped by a signal after the last whole file; run it again to finish",
               file=sys.stderr)

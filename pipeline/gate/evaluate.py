@@ -237,6 +237,8 @@ class GateResult:
     # routing.dimensions: per judged segment, its cells' own verdicts (pipeline/gate/cells.py)
     cells: dict[str, list[Any]] = field(default_factory=dict)
     cell_dimensions: tuple[str, ...] = ()
+    # the snapshot read because a writer held the warehouse (pipeline/warehouse/snapshots.py); None: the warehouse
+    snapshot: dict[str, Any] | None = None
 
     @property
     def window_start(self) -> datetime:
@@ -314,6 +316,7 @@ class GateResult:
             "window": {**self.window.to_dict(), "completeness_lag_hours": self.held_back_hours,
                        "arrival_lag_hours": self.arrival_lag},
             "source": self.source.to_dict(),
+            "snapshot": self.snapshot,
             "config": {"path": self.config_source, "digest": self.config_digest},
             "quantiles": dict(self.quantiles),
             "release_wide": {g: c.to_dict() for g, c in self.release_wide.items()},

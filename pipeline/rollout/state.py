@@ -325,6 +325,7 @@ class StateView:
     states: dict[str, SegmentState]
     config: Config
     previous: Any = None  # rollout/previous.py: routing.previous_edge's fallback model
+    snapshot: dict[str, Any] | None = None  # read from a snapshot while a writer held the warehouse
 
     def _rows(self) -> list[dict[str, Any]]:
         routes = {k: route_for(k, self.states, self.config, self.previous) for k in self.states}
@@ -339,4 +340,5 @@ class StateView:
         return {"schema_version": SCHEMA_VERSION, "release": self.release, "status": st.kind,
                 "severity": st.severity,
                 "headline": headline(st, st, self.config, routes(self.states, self.config, self.previous)),
+                "snapshot": self.snapshot,
                 "policy": dataclasses.asdict(self.config.rollout), "segments": self._rows()}

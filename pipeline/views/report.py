@@ -464,6 +464,8 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
         ("hold-back split", _split(result)),
         ("evaluated", f"{result.evaluated_at:%Y-%m-%d %H:%M} UTC with {result.config_source} "
                       f"(digest {result.config_digest})"),
+        ("read from", f"snapshot {result.snapshot['id']} published {result.snapshot['published_at']}: a writer "
+                      "held the warehouse" if result.snapshot else "the warehouse"),
     ]
     return "<dl class=\"facts\">" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts) + "</dl>"
 

@@ -440,7 +440,8 @@ def explain_dict(result: Any, segment: Any, config: Any) -> dict[str, Any]:
             "why": _why(segment), "needs_rows": segment.needs_rows,
             "window": {"start": result.window_start.strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "end": result.window_end.strftime("%Y-%m-%dT%H:%M:%SZ")},
-            "config": {"path": result.config_source, "digest": result.config_digest}, "gates": gates,
+            "config": {"path": result.config_source, "digest": result.config_digest}, "snapshot": result.snapshot,
+            "gates": gates,
             "assignment": {"unit": result.assignment.unit, "expected_holdback_share": result.assignment.expected,
                            "declared_by": result.assignment.declared_by, "action": result.assignment.action,
                            "scopes": _split_scopes(result, segment)} if result.assignment else None}

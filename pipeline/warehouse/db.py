@@ -25,7 +25,7 @@ import duckdb
 
 from pipeline.common import clock
 from pipeline.common.errors import DatabaseBusy, DatabaseError, UsageError, first_line
-from pipeline.warehouse import runs, sqlfiles
+from pipeline.warehouse import runs, snapshots, sqlfiles
 from pipeline.warehouse.schema import Schema, load_schema
 
 T = TypeVar("T")
@@ -280,16 +280,82 @@ def writing(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 SANDBOX_TEMP_LIMIT = "2GB"
 
 
+_chosen: dict[Path, snapshots.Snapshot | None] = {}  # per warehouse: what this command reads (one_source)
+_pinned = False
+
+
+@contextmanager
+def one_source() -> Iterator[None]:
+    """Within it (one CLI command), every read of a warehouse reads what the first one chose: the file
+    itself, or the snapshot it found when another process held the file; never a mix of both."""
+    global _pinned
+    _chosen.clear()
+    _pinned = True
+    try:
+        yield
+    finally:
+        _pinned = False
+
+
+def served() -> list[snapshots.Snapshot]:
+    """The snapshots this command read instead of a held warehouse."""
+    return [s for s in _chosen.values() if s is not None]
+
+
+def served_dict(path: Path) -> dict | None:
+    """What `path`'s readers read: None for the warehouse itself, else the snapshot's id, time and path."""
+    chosen = _chosen.get(path.resolve())
+    return chosen.to_dict() if chosen else None
+
+
+def held_by_another(path: Path) -> bool:
+    """True when another process holds the writer lock (a probe: a shared flock taken and dropped at once;
+    writers wait PROBE_GRACE_S for it)."""
+    try:
+        fd = os.open(f"{path}.lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+    return False
+
+
+def _read_target(path: Path) -> tuple[Path, snapshots.Snapshot | None]:
+    """The file a reader opens: the warehouse, or its newest snapshot while another process writes it."""
+    key = path.resolve()
+    if _pinned and key in _chosen:
+        chosen = _chosen[key]
+    else:
+        chosen = snapshots.newest(path) if key not in _held and held_by_another(path) else None
+        if _pinned:
+            _chosen[key] = chosen
+    return (chosen.path, chosen) if chosen else (path, None)
+
+
 def connect_read(path: Path, sandbox: bool = False, wait: float | None = None) -> duckdb.DuckDBPyConnection:
-    """A read-only connection. A writer holds the file only for one file's
-    transaction at a time, so a busy file is retried for up to `wait` seconds (default: busy_timeout()).
-    `sandbox` also cuts off files, extensions and settings (for ad hoc SQL)."""
+    """A read-only connection. While another process holds the writer lock it reads the newest snapshot
+    (pipeline/warehouse/snapshots.py); otherwise, or with no snapshot yet, a busy file is retried for up to
+    `wait` seconds (default: busy_timeout()). `sandbox` also cuts off files, extensions and settings (for
+    ad hoc SQL)."""
     if not path.exists():
         raise DatabaseError(f"no database at {path}; create it with: pipeline ingest --db {path} PATH")
     config = {"enable_external_access": False, "autoload_known_extensions": False,
               "autoinstall_known_extensions": False,
               "max_temp_directory_size": SANDBOX_TEMP_LIMIT} if sandbox else None
-    con = _open_waiting(path, read_only=True, config=config, wait=wait)
+    target, snapshot = _read_target(path)
+    if snapshot is None:
+        con = _open_waiting(path, read_only=True, config=config, wait=wait)
+    else:
+        try:
+            con = _open(target, read_only=True, config=config)
+        except DatabaseError:  # removed by a newer publish between the listing and the opening
+            _chosen.pop(path.resolve(), None)
+            target, snapshot = _read_target(path)
+            con = _open(target, read_only=True, config=config)
     if sandbox:
         con.execute("SET lock_configuration = true")
     return con
@@ -310,6 +376,7 @@ def reading(path: Path, sandbox: bool = False) -> Iterator[duckdb.DuckDBPyConnec
 
 
 _held: set[Path] = set()  # locks this process holds: nested steps of one run share them
+PROBE_GRACE_S = 0.2
 
 
 @contextmanager
@@ -318,7 +385,7 @@ def holder_lock(lock_path: Path, command: str, busy: str, wait: float = 0.0) -> 
     taken after `wait` seconds."""
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + max(wait, PROBE_GRACE_S)  # a reader's probe holds it for microseconds
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -356,6 +423,11 @@ def writer_lock(path: Path, command: str, wait: float = 0.0) -> Iterator[None]:
             yield
         finally:
             _held.discard(key)
+
+
+def holder_text(path: Path) -> str:
+    """Who holds the writer lock of the warehouse at `path`, for a message."""
+    return _describe_holder(Path(f"{path}.lock"))
 
 
 def _describe_holder(lock_path: Path) -> str:

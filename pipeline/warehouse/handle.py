@@ -8,12 +8,16 @@ a reader (the CI gate) gets in between steps; the tables and views are put in pl
 processes settled, on the run's first opening only. `let_go()` releases the lock before the run waits on
 the network (alert delivery); a later `writing()` takes it back, waiting up to the busy timeout.
 
+When the run lets go of the file (its end, `let_go()`) and after a write at most every PUBLISH_EVERY_S during a
+long run, it publishes a snapshot for readers (pipeline/warehouse/snapshots.py).
+
 Steps take `Warehouse | Path`: a script or a test may pass a path. `of()` opens a handle on it that holds the
 lock for that one call; `handle_of()` one that takes the lock per session (alert delivery, recording a verdict:
 neither may hold it while waiting)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -21,7 +25,9 @@ from typing import Any
 
 import duckdb
 
-from pipeline.warehouse import db
+from pipeline.common import logs
+from pipeline.common.errors import PipelineError
+from pipeline.warehouse import db, snapshots
 
 
 class Warehouse:
@@ -31,17 +37,39 @@ class Warehouse:
         self.opened = 0  # read-write openings of the file by this run
         self._prepared = False
         self._lock = ExitStack()
+        self._running = False  # the run holds the writer lock (entered, not let go)
+        self._unpublished = False  # a write since the last snapshot
+        self._published_at = time.monotonic()
 
     def __enter__(self) -> Warehouse:
         self._lock.enter_context(db.writer_lock(self.path, self.command))
+        self._running = True
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._lock.close()
+        self.let_go()
 
     def let_go(self) -> None:
-        """Release the writer lock (before waiting on the network); writing() takes it back."""
-        self._lock.close()
+        """Publish what the run wrote and release the writer lock (before waiting on the network);
+        writing() takes it back."""
+        try:
+            if self._running:
+                self._publish()
+        finally:
+            self._running = False
+            self._lock.close()
+
+    def _publish(self) -> None:
+        """A snapshot of what was written, for readers; a failure (a full disk) is a warning, never the run's."""
+        if not self._unpublished:
+            return
+        self._unpublished = False
+        self._published_at = time.monotonic()
+        try:
+            snapshots.publish(self.path)
+        except (OSError, PipelineError) as exc:
+            logs.log.warning(f"could not publish a snapshot of {self.path} for readers: {exc}; "
+                             "they read the previous one while a writer holds it")
 
     @contextmanager
     def _session(self, lock_wait: float | None) -> Iterator[bool]:
@@ -49,6 +77,9 @@ class Warehouse:
             prepare = not self._prepared
             yield prepare
             self._prepared = True
+            self._unpublished = True
+            if not self._running or time.monotonic() - self._published_at >= snapshots.PUBLISH_EVERY_S:
+                self._publish()  # the file is closed here: the step's connection ended inside the session
 
     @contextmanager
     def writing(self, lock_wait: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
