@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.busy_timeout is not None and args.busy_timeout < 0:
         parser.error("--busy-timeout must be >= 0 seconds")
     from pipeline.common import logs
-    from pipeline.warehouse import db
+    from pipeline.warehouse import db, snapshots
 
     db.set_busy_timeout(args.busy_timeout)
     logs.setup(args.log_format)
@@ -127,11 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command in ("sql", "query"):
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # like Ctrl-C: interrupt the query, exit 130
     try:
+        snapshots.keep()  # a wrong PIPELINE_SNAPSHOTS is a usage error of every command, not a writer's warning
         with db.one_source():
             code = func(args)
-            for snapshot in db.served():
-                print(f"pipeline {args.command}: read {snapshot.describe()}: the warehouse is being written "
-                      f"({db.holder_text(_db(args))})", file=sys.stderr)
+            for snapshot, holder in db.served():
+                print(f"pipeline {args.command}: read {snapshot.describe()}: the warehouse was being written "
+                      f"({holder})", file=sys.stderr)
             return code
     except stopping.Interrupted:
         print(f"pipeline {args.command}: stopped by a signal after the last whole file; run it again to finish",

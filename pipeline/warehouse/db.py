@@ -281,6 +281,7 @@ SANDBOX_TEMP_LIMIT = "2GB"
 
 
 _chosen: dict[Path, snapshots.Snapshot | None] = {}  # per warehouse: what this command reads (one_source)
+_holders: dict[Path, str] = {}  # who held it then, for the message
 _pinned = False
 
 
@@ -290,6 +291,7 @@ def one_source() -> Iterator[None]:
     itself, or the snapshot it found when another process held the file; never a mix of both."""
     global _pinned
     _chosen.clear()
+    _holders.clear()
     _pinned = True
     try:
         yield
@@ -297,9 +299,9 @@ def one_source() -> Iterator[None]:
         _pinned = False
 
 
-def served() -> list[snapshots.Snapshot]:
-    """The snapshots this command read instead of a held warehouse."""
-    return [s for s in _chosen.values() if s is not None]
+def served() -> list[tuple[snapshots.Snapshot, str]]:
+    """The snapshots this command read instead of a held warehouse, each with who held the warehouse."""
+    return [(s, _holders.get(key, "another process")) for key, s in _chosen.items() if s is not None]
 
 
 def served_dict(path: Path) -> dict | None:
@@ -331,6 +333,8 @@ def _read_target(path: Path) -> tuple[Path, snapshots.Snapshot | None]:
         chosen = _chosen[key]
     else:
         chosen = snapshots.newest(path) if key not in _held and held_by_another(path) else None
+        if chosen:
+            _holders[key] = holder_text(path)
         if _pinned:
             _chosen[key] = chosen
     return (chosen.path, chosen) if chosen else (path, None)
@@ -377,20 +381,26 @@ def reading(path: Path, sandbox: bool = False) -> Iterator[duckdb.DuckDBPyConnec
 
 _held: set[Path] = set()  # locks this process holds: nested steps of one run share them
 PROBE_GRACE_S = 0.2
+# commands that hold the writer lock for seconds (a gate recording its evaluation, a rollout action): a run
+# starting then waits for them, up to the busy timeout, instead of being told at once
+BRIEF_HOLDERS = ("gate", "rollout")
 
 
 @contextmanager
 def holder_lock(lock_path: Path, command: str, busy: str, wait: float = 0.0) -> Iterator[None]:
     """An flock on `lock_path` whose text names its holder; DatabaseBusy(busy + holder) when still
-    taken after `wait` seconds."""
+    taken after `wait` seconds (up to the busy timeout while the holder is a BRIEF_HOLDERS command)."""
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        deadline = time.monotonic() + max(wait, PROBE_GRACE_S)  # a reader's probe holds it for microseconds
+        start = time.monotonic()
+        deadline = start + max(wait, PROBE_GRACE_S)  # a reader's probe holds it for microseconds
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if _holder(lock_path).get("command") in BRIEF_HOLDERS:
+                    deadline = max(deadline, start + busy_timeout())
                 if time.monotonic() >= deadline:
                     waited = f"; waited {wait:g} s" if wait else ""
                     raise DatabaseBusy(f"{busy} ({_describe_holder(lock_path)}){waited}; "
@@ -430,11 +440,16 @@ def holder_text(path: Path) -> str:
     return _describe_holder(Path(f"{path}.lock"))
 
 
-def _describe_holder(lock_path: Path) -> str:
+def _holder(lock_path: Path) -> dict:
     try:
         holder = json.loads(lock_path.read_text() or "{}")
     except (OSError, ValueError):
-        holder = {}
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _describe_holder(lock_path: Path) -> str:
+    holder = _holder(lock_path)
     if not holder:
         return "another process"
     return f"pid {holder.get('pid')}, `pipeline {holder.get('command')}` since {holder.get('started_at')} UTC"

@@ -65,7 +65,7 @@ def keep() -> int:
     if not raw:
         return DEFAULT_KEEP
     if not raw.isdigit():
-        raise UsageError(f"{KEEP_ENV}={raw!r} must be a whole number of snapshots to keep (0: none)")
+        raise UsageError(f"{KEEP_ENV}={raw!r} is not a whole number of snapshots to keep (0: none)")
     return int(raw)
 
 

@@ -1,0 +1,162 @@
+"""Readers never wait for the writer: while a writer holds the warehouse, gate, explain, state and query read the
+newest snapshot it published (pipeline/warehouse/snapshots.py), answer with their own exit codes, and say which
+snapshot they read."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import ROOT, query, run_cli, valid_table, wait_until, write
+
+AS_OF = "2026-12-01"
+GATE_CODES = {"keep_edge": 0, "partial_rollback": 1, "rollback_to_cloud": 1, "insufficient_data": 3}
+
+
+def _snapshots(db: Path) -> list[Path]:
+    return sorted(Path(f"{db}.snapshots").glob("*.duckdb"))
+
+
+def _timed(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    start = time.monotonic()
+    done = run_cli(*args, env=env)
+    return done, time.monotonic() - start
+
+
+def _hold(db: Path) -> subprocess.Popen:
+    """Another process holding the writer lock and the file read-write, as the nightly job does."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time, duckdb; from pathlib import Path\n"
+         "from pipeline.warehouse.db import writer_lock\n"
+         f"with writer_lock(Path({str(db)!r}), 'nightly'):\n"
+         f"    con = duckdb.connect({str(db)!r}); print('held', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_reads_during_an_ingest_and_a_nightly_never_wait_and_match_the_snapshot_they_read(tmp_path):
+    db, first, second = tmp_path / "telemetry.duckdb", tmp_path / "first", tmp_path / "second"
+    env = {"PIPELINE_SNAPSHOTS": "50"}  # keep every snapshot, to judge each again afterwards
+    made = run_cli("simulate", "--out", str(first), "--release", "4.12", "--rows", "40000", "--files", "4",
+                   "--scenario", "postmortem", "--seed", "3", "--start", "2026-11-24", "--days", "7")
+    assert made.returncode == 0, made.stderr
+    made = run_cli("simulate", "--out", str(second), "--release", "4.13", "--rows", "400000", "--files", "16",
+                   "--seed", "4", "--start", "2026-11-24", "--days", "7")
+    assert made.returncode == 0, made.stderr
+    night = run_cli("nightly", "--db", str(db), "--landing", str(first), "--as-of", AS_OF, env=env)
+    assert night.returncode == 0, night.stderr
+    calls = {
+        "gate": ("gate", "--db", str(db), "--release", "4.12", "--as-of", AS_OF, "--json", "--no-alerts"),
+        "explain": ("explain", "--db", str(db), "--release", "4.12", "--segment", "rewrite/low/normal",
+                    "--as-of", AS_OF, "--json"),
+        "state": ("state", "--db", str(db), "--release", "4.12", "--json"),
+        "query": ("query", "--db", str(db), "fallback_rate", "--param", "release=4.12", "--format", "csv"),
+    }
+    idle = {}
+    for name, args in calls.items():  # each twice on the idle warehouse; the faster time counts
+        runs = [_timed(*args, env=env) for _ in range(2)]
+        idle[name] = min(t for _, t in runs)
+        assert runs[0][0].returncode == (GATE_CODES[json.loads(runs[0][0].stdout)["verdict"]] if name == "gate"
+                                         else 0), runs[0][0].stderr
+    verdict = json.loads(run_cli(*calls["gate"], "--dry-run").stdout)["verdict"]
+
+    writer = subprocess.Popen(  # a multi-file ingest, then a nightly: the warehouse is held throughout
+        ["sh", "-c", f"{sys.executable} -m pipeline ingest --db {db} {second} && "
+                     f"{sys.executable} -m pipeline nightly --db {db} --landing {second} --as-of {AS_OF}"],
+        cwd=ROOT, env={**os.environ, "CI": "", **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        wait_until(lambda: Path(f"{db}.lock").read_text(), 60, "the writer took the warehouse")
+        while writer.poll() is None:
+            for name, args in calls.items():
+                done, took = _timed(*args, env=env)
+                seen.append((name, done, took))
+    finally:
+        _, err = writer.communicate(timeout=600)
+    assert writer.returncode == 0, err
+    held = [(name, done, took) for name, done, took in seen if "read snapshot " in done.stderr]
+    assert len(held) >= 4, [(n, d.stderr) for n, d, _ in seen]  # the writer was caught at work
+    for name, done, took in seen:
+        code = GATE_CODES[verdict] if name == "gate" else 0
+        assert done.returncode == code, (name, done.stderr)
+        assert took < idle[name] + 2, (name, took, idle[name])
+    gates = [json.loads(done.stdout) for name, done, _ in held if name == "gate"]
+    assert gates, "no gate call read a snapshot"
+    for result in gates:
+        assert result["verdict"] == verdict
+        snapshot = result["snapshot"]
+        assert Path(snapshot["path"]).name == f"{snapshot['id']}.duckdb"
+        again = run_cli("gate", "--db", snapshot["path"], "--release", "4.12", "--as-of", AS_OF, "--json",
+                        "--dry-run")  # a snapshot is a plain warehouse file: judge it again, after the write
+        assert json.loads(again.stdout)["verdict"] == result["verdict"], again.stderr
+    for name, done, _ in held:
+        assert f"pipeline {name}: read snapshot " in done.stderr and "the warehouse was being written (" \
+            in done.stderr, done.stderr
+    # the gate's evaluations made while the warehouse was held were stored by the nightly, once each
+    stored = query(db, "SELECT count(*) FROM evaluations WHERE release = '4.12' AND trigger = 'manual'")[0][0]
+    pending = Path(f"{db}.pending-evaluations.jsonl")
+    waiting = len(pending.read_text().splitlines()) if pending.exists() else 0  # after the nightly's last fold
+    assert stored + waiting == sum(name == "gate" for name, _, _ in seen) + 2  # and the two idle calls
+
+
+def test_a_publish_killed_midway_leaves_the_previous_snapshot_and_the_next_writer_publishes(tmp_path):
+    db = tmp_path / "telemetry.duckdb"
+    write(valid_table(300, seed=1), tmp_path / "a.parquet")
+    write(valid_table(200, seed=2), tmp_path / "b.parquet")
+    write(valid_table(100, seed=3), tmp_path / "c.parquet")
+    assert run_cli("ingest", "--db", str(db), str(tmp_path / "a.parquet")).returncode == 0
+    (before,) = _snapshots(db)
+    killed = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "--db", str(db), str(tmp_path / "b.parquet")],
+                              cwd=ROOT, env={**os.environ, "PIPELINE_TEST_FAULT": "publish"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    folder = Path(f"{db}.snapshots")
+    try:
+        wait_until(lambda: list(folder.glob(".tmp-*")), 120, "the publish began its copy")
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+    assert _snapshots(db) == [before]  # the half copy is not a snapshot
+    holder = _hold(db)
+    try:
+        done = run_cli("sql", "--db", str(db), "SELECT count(*) AS n FROM events", "--format", "csv")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (done.returncode, done.stdout) == (0, "n\n300\n"), done.stderr
+    assert f"read snapshot {before.stem} " in done.stderr
+    assert run_cli("ingest", "--db", str(db), str(tmp_path / "c.parquet")).returncode == 0
+    newest = _snapshots(db)[-1]
+    assert newest != before and not list(folder.glob(".tmp-*"))  # the next writer cleaned up and published
+    assert query(newest, "SELECT count(*) FROM events")[0][0] == 600  # b was committed before its publish died
+
+
+def test_how_many_snapshots_are_kept_and_none_at_all(tmp_path):
+    db = tmp_path / "telemetry.duckdb"
+    for seed in range(4):
+        write(valid_table(50, seed=seed), tmp_path / f"{seed}.parquet")
+        assert run_cli("ingest", "--db", str(db), str(tmp_path / f"{seed}.parquet")).returncode == 0
+    kept = _snapshots(db)
+    assert len(kept) == 2  # the default
+    assert [query(p, "SELECT count(*) FROM events")[0][0] for p in kept] == [150, 200]
+    assert all(not os.access(p, os.W_OK) or os.geteuid() == 0 for p in kept)
+    assert all(p.stat().st_mode & 0o222 == 0 for p in kept)  # read-only files
+    holder = _hold(db)
+    try:
+        off = run_cli("--busy-timeout", "0.5", "sql", "--db", str(db), "SELECT 1", env={"PIPELINE_SNAPSHOTS": "0"})
+        bad = run_cli("sql", "--db", str(db), "SELECT 1", env={"PIPELINE_SNAPSHOTS": "two"})
+    finally:
+        holder.kill()
+        holder.wait()
+    assert off.returncode == 0, off.stderr  # 0 only stops publishing; the existing snapshots are still read
+    assert (bad.returncode, bad.stderr) == (
+        2, "pipeline sql: error: PIPELINE_SNAPSHOTS='two' is not a whole number of snapshots to keep (0: none)\n")
+    write(valid_table(50, seed=9), tmp_path / "9.parquet")
+    assert run_cli("ingest", "--db", str(db), str(tmp_path / "9.parquet"),
+                   env={"PIPELINE_SNAPSHOTS": "0"}).returncode == 0
+    assert _snapshots(db) == kept
