@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline.cli.common import (
     EXIT_OK,
+    _as_of,
     _as_of_option,
     _config,
     _config_option,
@@ -37,6 +38,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         raise UsageError("--release is required (or --check-config)")
     from pipeline.delivery.alerts import on_change
     from pipeline.rollout import state as rollout
+    from pipeline.rollout.actions import recorded
     from pipeline.rollout.history import default_trigger, record_evaluation
     from pipeline.warehouse.handle import Warehouse
 
@@ -46,11 +48,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
         result = _evaluate(args, config, spark)
         with db.reading(_db(args)) as con:
-            states = rollout.preview(con, result.to_dict(), config)
+            states = rollout.preview(con, result.to_dict(), config, recorded(con, result.release, _db(args)))
     else:
         with _warehouse(args, config) as con:
             result = _evaluate(args, config, con)
-            states = rollout.preview(con, result.to_dict(), config)  # what storing it will make of the states
+            # what storing it will make of the states, with the actions on record and waiting
+            states = rollout.preview(con, result.to_dict(), config, recorded(con, result.release, _db(args)))
     _show_gate(args, result)
     if args.dry_run:
         print(f"pipeline gate: dry run: nothing stored, no alert; rollout would be: "
@@ -210,14 +213,18 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_state(args: argparse.Namespace) -> int:
+    from pipeline.common import clock
     from pipeline.rollout import state as rollout
+    from pipeline.rollout.actions import recorded
     from pipeline.rollout.previous import find
     from pipeline.warehouse import db
 
     config = _config(args)
     with db.reading(_db(args)) as con:
-        view = rollout.StateView(args.release, rollout.stored_states(con, args.release), config,
-                                 find(con, args.release, config), db.served_dict(_db(args)))
+        acts = recorded(con, args.release, _db(args))
+        states = rollout.current(con, args.release, config, clock.now(_as_of(args)), acts)
+        view = rollout.StateView(args.release, states, config, find(con, args.release, config),
+                                 db.served_dict(_db(args)), acts)
     if args.json:
         _emit_json(view.to_dict())
     else:
@@ -336,6 +343,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--release", required=True)
     _db_option(p)
     _config_option(p)
+    _as_of_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_state)
 

@@ -22,7 +22,10 @@ from pipeline.common.yamlspec import build, read_yaml, setting
 
 DEFAULT_CONFIG = package_data.folder("gates") / "admission.yaml"
 CONFIG_ENV = "PIPELINE_CONFIG"  # a config path for every command, beside PIPELINE_DB
-MODES = ("enforce", "observe")
+# enforce: a failure rolls the segment back; hold: it holds the segment (no move toward the edge) and alerts,
+# without rolling back; observe: it is only reported
+MODES = ("enforce", "observe", "hold")
+WINDOW_KINDS = ("allow", "deny")
 BURDENS = ("prove_harm", "prove_safe")  # docs/how-the-gate-decides.md: who must bring the evidence
 NETWORK_TYPES = ("wifi", "5g", "4g", "3g", "2g", "offline", "unknown")  # the contract's network_type values
 
@@ -34,7 +37,8 @@ def _f(default: Any, lo: float | None = None, hi: float | None = None, choices: 
 
 @dataclass(frozen=True)
 class Gate:
-    mode: str = _f("enforce", choices=MODES, help="enforce blocks the edge route; observe only reports")
+    mode: str = _f("enforce", choices=MODES, help="enforce: a failure rolls back; hold: it holds the segment's "
+                                                  "state and alerts, without rolling back; observe: only reported")
     burden: str = _f("prove_harm", choices=BURDENS, help="prove_harm: fail only when the evidence shows the "
                      "threshold is broken; prove_safe: keep only when the evidence shows it holds")
 
@@ -232,12 +236,52 @@ class Routing:
 
 
 @dataclass(frozen=True)
+class Window:
+    """A recurring stretch of time in which moves toward the edge wait (deny) or may happen (allow);
+    rollbacks never wait (docs/rollout.md "Windows")."""
+    name: str = setting(blank=False, help="named in outputs, e.g. holiday-freeze")
+    kind: str = setting(choices=WINDOW_KINDS, help="deny: recovery and promotion wait inside it; allow: when any "
+                                                   "allow window is listed, they happen only inside one")
+    start: str = setting(blank=False, help="the first occurrence's start, a local ISO time in `timezone`, "
+                                           "e.g. 2026-12-19T00:00")
+    duration_hours: float = _f(24.0, above=0, hi=24 * 366, help="how long each occurrence lasts")
+    rrule: str = _f("", help="RFC 5545 recurrence rule, e.g. FREQ=WEEKLY;BYDAY=SA,SU ('' = once)")
+    timezone: str = _f("UTC", help="IANA time zone of `start` and the rule, e.g. Europe/Berlin")
+
+    def rule(self) -> Any:
+        """The occurrences' starts as a dateutil rrule(set) of aware local times; ValueError names the key."""
+        from datetime import datetime
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        from dateutil.rrule import rrulestr
+
+        try:
+            zone = ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"timezone: {self.timezone!r} is not an IANA time zone (e.g. Europe/Berlin)") from None
+        try:
+            first = datetime.fromisoformat(self.start)
+        except ValueError:
+            raise ValueError(f"start: {self.start!r} is not an ISO time (e.g. 2026-12-19T00:00)") from None
+        if first.tzinfo is not None:
+            raise ValueError(f"start: {self.start!r}: give a local time without an offset; `timezone` places it")
+        first = first.replace(tzinfo=zone)
+        rule = self.rrule.removeprefix("RRULE:") or "FREQ=DAILY;COUNT=1"
+        try:
+            return rrulestr(rule, dtstart=first, forceset=True)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"rrule: {self.rrule!r} is not an RFC 5545 recurrence rule: {exc}") from None
+
+
+@dataclass(frozen=True)
 class Rollout:
     """Rollout state per segment across evaluations (pipeline/rollout/state.py). A look is one as-of day."""
     fail_looks: int = _f(1, 1, 30, help="failing looks among the last `window_looks` that roll a segment back")
     window_looks: int = _f(1, 1, 30, help="decisive (pass or fail) looks counted for fail_looks")
     min_dwell_days: int = _f(2, 0, 365, help="a rollback lasts at least this many days after its last failing look")
     recover_looks: int = _f(3, 1, 60, help="consecutive passing looks in recovering before ok again")
+    windows: tuple[Window, ...] = _f((), help="deny (freeze) and allow windows for recovery and promotion; "
+                                              "rollbacks never wait (docs/rollout.md)")
 
 
 @dataclass(frozen=True)
@@ -370,6 +414,15 @@ def _check_rollout(config: Config) -> None:
     if r.recover_looks <= r.fail_looks:
         raise ValueError(f"rollout.recover_looks ({r.recover_looks}) must exceed rollout.fail_looks "
                          f"({r.fail_looks}): recovering needs more evidence than rolling back")
+    names = set()
+    for i, window in enumerate(r.windows):
+        try:
+            window.rule()
+        except ValueError as exc:
+            raise ValueError(f"rollout.windows[{i}].{exc}") from None
+        if window.name in names:
+            raise ValueError(f"rollout.windows[{i}]: a second window named {window.name!r}")
+        names.add(window.name)
 
 
 def _task_overrides(overrides: Any, config: Config) -> dict[str, Gates]:

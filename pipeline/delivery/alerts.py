@@ -50,7 +50,8 @@ MAX_SEGMENT_LINES = 20
 
 
 def _incident(release: str, status: rollout.Status) -> str:
-    return hashlib.sha256(f"{release}|{status.kind}|{','.join(status.segments)}".encode()).hexdigest()[:16]
+    overrides = f"|{','.join(status.overrides)}" if status.overrides else ""
+    return hashlib.sha256(f"{release}|{status.kind}|{','.join(status.segments)}{overrides}".encode()).hexdigest()[:16]
 
 
 def build_alert(release: str, before: rollout.Status, after: rollout.Status, states: dict[str, Any],
@@ -91,6 +92,14 @@ def build_alert(release: str, before: rollout.Status, after: rollout.Status, sta
         lines.append(f"- {f['segment']} ({f['state']} since {f['since']}, {f['rows']} rows): {shown}{to}")
     if len(failing) > MAX_SEGMENT_LINES:
         lines.append(f"- ... and {len(failing) - MAX_SEGMENT_LINES} more segments")
+    overrides = [{"segment": k, "state": st.state, "route": routes[k][0] if k in routes else None, **st.override}
+                 for k, st in sorted(states.items()) if st.override]
+    for o in overrides:  # people's actions, beside the gate's own state
+        waits = f"; waits: {o['waiting']}" if o["waiting"] else ""
+        lines.append(f"- override {o['segment']}: {o['text']}{waits} (the gate's own state: {o['state']})")
+    for k, st in sorted(states.items()):
+        if st.held:
+            lines.append(f"- {k} held ({st.state}): {st.held}")
     if after.severity == "critical":  # what the rollback costs and how far the launch estimates were off
         lines.append(f"ledger: pipeline ledger --release {release} (also in pipeline report --release {release})")
     incident = _incident(release, after)
@@ -98,7 +107,7 @@ def build_alert(release: str, before: rollout.Status, after: rollout.Status, sta
              "kind": after.kind if after.kind != "ok" else "resolved", "severity": after.severity,
              "release": release, "verdict": result["verdict"], "signature": incident, "repeat": repeat,
              "evaluated_at": result["evaluated_at"], "as_of": result["as_of"], "title": title,
-             "text": "\n".join(lines), "failing_segments": failing,
+             "text": "\n".join(lines), "failing_segments": failing, "overrides": overrides,
              "routes": counts}
     if after.kind == "ok":
         alert["resolves"] = _incident(release, before)

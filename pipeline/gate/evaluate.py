@@ -207,6 +207,7 @@ class Segment:
              "rows": self.rows, "decision": self.decision, "failed_gates": self.failed_gates,
              "observed_failures": [g for g, c in self.checks.items()
                                    if c.mode == "observe" and c.status == Status.FAIL],
+             "held_gates": [g for g, c in self.checks.items() if c.mode == "hold" and c.status == Status.FAIL],
              "metrics": {g: c.to_dict() for g, c in self.checks.items()}}
         if self.needs_rows is not None:
             d["needs_rows"] = self.needs_rows
@@ -932,13 +933,14 @@ assert not _unmeasured, f"gates of the registry without a measurement in gate.py
 
 def budget_split(config: Config) -> dict[tuple[str, str], float]:
     """alpha per (gate, test) family: 1 - confidence, split equally over the gates that can fail on
-    evidence of harm (enforced somewhere with burden prove_harm), then over each gate's tests. Observe
-    gates and prove_safe gates are tested at the same share without spending the budget: they never
+    evidence of harm (enforced or held somewhere with burden prove_harm: a false hold stalls recovery), then
+    over each gate's tests. Observe gates and prove_safe gates are tested at the same share without spending the budget: they never
     cause a false rollback on evidence (observe never blocks; prove_safe's errors are false keeps)."""
     alpha = 1 - config.statistics.confidence
     every = [config.gates, *(config.task_overrides or {}).values()]
     spending = [g for g in GATE_NAMES
-                if any(getattr(gs, g).mode == "enforce" and getattr(gs, g).burden == "prove_harm" for gs in every)]
+                if any(getattr(gs, g).mode in ("enforce", "hold") and getattr(gs, g).burden == "prove_harm"
+                       for gs in every)]
     per_gate = alpha / max(1, len(spending))
     return {(g, t): per_gate / len(BY_NAME[g].tests) for g in GATE_NAMES for t in BY_NAME[g].tests}
 

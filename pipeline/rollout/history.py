@@ -1,4 +1,5 @@
-"""Stored gate evaluations (table `evaluations`); `pipeline history` reads them back.
+"""Stored gate evaluations (table `evaluations`) and people's actions (`rollout_actions`); `pipeline history`
+reads them back.
 
 `pipeline gate` reads through a read-only connection so it answers while the
 nightly job writes. Storing its evaluation needs the writer lock: in one
@@ -8,7 +9,9 @@ outbox (pipeline/delivery/alerts.py). When another writer holds the lock, the ev
 waits in `<db>.pending-evaluations.jsonl` (pipeline/rollout/pending.py) and the next
 evaluation stored folds it in first, oldest first. `gate --dry-run` stores nothing.
 
-Each stored evaluation records its trigger: ci, nightly or manual.
+Each stored evaluation records its trigger: ci, nightly or manual. An action (pipeline/rollout/actions.py)
+is stored the same way: at once when the writer lock is free, else through `<db>.pending-actions.jsonl`,
+which readers read too, so it is in force for them at once.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from pipeline import __version__
 from pipeline.common.config import Config
 from pipeline.common.errors import DatabaseBusy
 from pipeline.common.vocabulary import Verdict
+from pipeline.rollout import actions as people
 from pipeline.rollout import pending
 from pipeline.rollout import state as rollout
-from pipeline.warehouse import handle, sqlfiles
+from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
 TRIGGERS = ("ci", "nightly", "manual")
@@ -71,6 +75,8 @@ OnChange = Callable[[Any, str, "rollout.Status", dict[str, Any], dict[str, Any],
 def _store(con: Any, row: dict[str, Any], config: Config,
            on_change: OnChange) -> dict[str, rollout.SegmentState] | None:
     """One evaluation, its looks and its alert; None when it was stored already."""
+    if "action_id" in row:
+        return _store_action(con, people.Action.of(row), config, on_change)
     evaluated_at = datetime.fromisoformat(row["evaluated_at"])
     inserted = sqlfiles.run(con, "gate/insert_evaluation", {
         **{k: v for k, v in row.items() if k in sqlfiles.param_names(sqlfiles.sql_file("gate/insert_evaluation"))},
@@ -79,10 +85,76 @@ def _store(con: Any, row: dict[str, Any], config: Config,
         return None
     result = json.loads(row["result"])
     release = row["release"]
-    before = rollout.status(rollout.stored_states(con, release))
-    states = rollout.apply(con, row, result, config, evaluated_at)
+    acts = people.recorded(con, release)
+    before = rollout.status(rollout.current(con, release, config, evaluated_at, acts))
+    states = rollout.apply(con, row, result, config, evaluated_at, acts)
     on_change(con, release, before, states, result, config, evaluated_at)
     return states
+
+
+def _store_action(con: Any, action: people.Action, config: Config,
+                  on_change: OnChange) -> dict[str, rollout.SegmentState] | None:
+    """One action, the states it shapes and its alert; None when it was stored already."""
+    release, at = action.release, action.taken_at
+    acts = people.recorded(con, release)
+    before = rollout.status(rollout.current(con, release, config, at, acts))
+    inserted = sqlfiles.run(con, "rollout/insert_action", {
+        **action.row(), "taken_at": at, "until": action.until, "previous": json.dumps(action.previous),
+        "stored_at": db.utcnow()}).fetchone()
+    if inserted is None:
+        return None
+    states = rollout.current(con, release, config, at, [*acts, action])
+    rollout.store(con, release, states, at)
+    last = sqlfiles.run(con, "rollout/last_result", {"release": release}).fetchone()
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = json.loads(last[0]) if last else {"as_of": stamp, "evaluated_at": stamp, "verdict": "not evaluated",
+                                               "release_wide": {}, "segments": []}
+    on_change(con, release, before, states, result, config, at)
+    return states
+
+
+@dataclass
+class ActionRecorded:
+    outcome: str  # stored | already (the same action was stored before) | pending (waits for the writer)
+    states: dict[str, rollout.SegmentState] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def record_action(warehouse: Warehouse | Path, action: people.Action, config: Config, *,
+                  on_change: OnChange) -> ActionRecorded:
+    """Store `action` with the actions and evaluations waiting in the pending files, in time order, never
+    waiting for another writer's run: busy, it waits in `<db>.pending-actions.jsonl`."""
+    wh = handle.handle_of(warehouse, "rollout")
+    try:
+        with wh.writing(lock_wait=0) as con:
+            states, warnings = _fold(con, wh.path, config, on_change, action.row())
+        return ActionRecorded("stored" if states is not None else "already", states or {}, warnings)
+    except DatabaseBusy:
+        pending.append(wh.path, action.row(), pending.ACTIONS)
+        return ActionRecorded("pending")
+
+
+def _fold(con: Any, db_path: Path, config: Config, on_change: OnChange,
+          row: dict[str, Any]) -> tuple[dict[str, rollout.SegmentState] | None, list[str]]:
+    """`row` (an evaluation or an action) stored after the waiting ones of both files, in time order, in one
+    transaction; returns its release's states after it (None when it was stored before) and the warnings
+    about lines of the pending files set aside."""
+    taken = [pending.take(db_path, queue) for queue in (pending.ACTIONS, pending.EVALUATIONS)]
+    rows = sorted([r for t in taken for r in t.rows] + [row], key=_when)
+    states = None
+    con.begin()
+    for r in rows:
+        stored = _store(con, r, config, on_change)
+        if r is row:
+            states = stored
+    con.commit()
+    for t in taken:
+        pending.done(t)
+    return states, [w for t in taken for w in t.warnings]
+
+
+def _when(row: dict[str, Any]) -> str:
+    return datetime.fromisoformat(row.get("evaluated_at") or row["taken_at"]).isoformat()
 
 
 def record_evaluation(warehouse: Warehouse | Path, result: Any, config: Config, trigger: str = "manual", *,
@@ -94,17 +166,8 @@ def record_evaluation(warehouse: Warehouse | Path, result: Any, config: Config, 
     try:
         # never waits for another writer (the nightly): busy, the evaluation waits in the pending file
         with wh.writing(lock_wait=0) as con:
-            taken = pending.take(wh.path)
-            rows = sorted(taken.rows + [row], key=lambda r: r["evaluated_at"])
-            states: dict[str, rollout.SegmentState] = {}
-            con.begin()
-            for r in rows:
-                stored = _store(con, r, config, on_change)
-                if r is row and stored is not None:
-                    states = stored
-            con.commit()
-            pending.done(taken)
-        return Recorded(True, taken.warnings, states)
+            states, warnings = _fold(con, wh.path, config, on_change, row)
+        return Recorded(True, warnings, states or {})
     except DatabaseBusy:
         pending.append(wh.path, row)
         return Recorded(False)

@@ -1,5 +1,6 @@
-"""`<db>.pending-evaluations.jsonl`: evaluations that found the database held by
-another writer wait here, one JSON object a line, until the next stored one folds them in.
+"""`<db>.pending-evaluations.jsonl` (and `<db>.pending-actions.jsonl`, for rollout actions): evaluations
+that found the database held by another writer wait here, one JSON object a line, until the next writer
+folds them in. Every function takes the queue: EVALUATIONS (the default) or ACTIONS.
 
 - append: under an flock on `<db>.pending-evaluations.lock`, one whole line, flushed
   and fsynced before the lock is released;
@@ -29,17 +30,28 @@ from typing import Any
 _folds = count()
 
 
-def pending_path(db_path: Path) -> Path:
-    return Path(f"{db_path}.pending-evaluations.jsonl")
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    needed: frozenset[str]  # the keys of a whole row
 
 
-def rejected_path(db_path: Path) -> Path:
-    return Path(f"{db_path}.pending-evaluations.rejected")
+EVALUATIONS = Queue("evaluations", frozenset({"evaluation_uid", "release", "as_of", "evaluated_at", "verdict",
+                                             "result"}))
+ACTIONS = Queue("actions", frozenset({"action_id", "release", "segment", "action", "reason", "actor", "taken_at"}))
+
+
+def pending_path(db_path: Path, queue: Queue = EVALUATIONS) -> Path:
+    return Path(f"{db_path}.pending-{queue.name}.jsonl")
+
+
+def rejected_path(db_path: Path, queue: Queue = EVALUATIONS) -> Path:
+    return Path(f"{db_path}.pending-{queue.name}.rejected")
 
 
 @contextmanager
-def _locked(db_path: Path) -> Iterator[None]:
-    fd = os.open(f"{db_path}.pending-evaluations.lock", os.O_RDWR | os.O_CREAT, 0o644)
+def _locked(db_path: Path, queue: Queue) -> Iterator[None]:
+    fd = os.open(f"{db_path}.pending-{queue.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # held for a write or a rename only: milliseconds
         try:
@@ -50,10 +62,10 @@ def _locked(db_path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def append(db_path: Path, row: dict[str, Any]) -> None:
+def append(db_path: Path, row: dict[str, Any], queue: Queue = EVALUATIONS) -> None:
     line = (json.dumps(row) + "\n").encode()
-    with _locked(db_path):
-        fd = os.open(pending_path(db_path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    with _locked(db_path, queue):
+        fd = os.open(pending_path(db_path, queue), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)
             os.fsync(fd)
@@ -69,11 +81,11 @@ class Taken:
     warnings: list[str] = field(default_factory=list)
 
 
-def take(db_path: Path) -> Taken:
+def take(db_path: Path, queue: Queue = EVALUATIONS) -> Taken:
     """The waiting rows, oldest first; their files stay until done()."""
-    pending = pending_path(db_path)
+    pending = pending_path(db_path, queue)
     taken = Taken()
-    with _locked(db_path):
+    with _locked(db_path, queue):
         leftovers = sorted(pending.parent.glob(pending.name.removesuffix(".jsonl") + ".folding-*"),
                            key=lambda p: p.stat().st_mtime)
         if pending.exists():
@@ -85,29 +97,42 @@ def take(db_path: Path) -> Taken:
         taken.files.append(path)
         bad = []
         for number, line in enumerate(path.read_bytes().splitlines(keepends=True), 1):
-            row = _parse(line)
+            row = _parse(line, queue)
             if row is None:
                 bad.append(line if line.endswith(b"\n") else line + b"\n")
-                taken.warnings.append(f"{pending}: line {number} is not a whole evaluation; set aside in "
-                                      f"{rejected_path(db_path)}")
+                taken.warnings.append(f"{pending}: line {number} is not a whole {queue.name.removesuffix('s')}; set aside in "
+                                      f"{rejected_path(db_path, queue)}")
             else:
                 taken.rows.append(row)
         if bad:
-            with rejected_path(db_path).open("ab") as fh:
+            with rejected_path(db_path, queue).open("ab") as fh:
                 fh.writelines(bad)
             taken.rejected += len(bad)
     return taken
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
+def peek(db_path: Path, queue: Queue) -> list[dict[str, Any]]:
+    """The whole rows waiting (in the file and in folds under way), read without taking them: what a reader
+    adds to the stored ones."""
+    pending = pending_path(db_path, queue)
+    rows = []
+    for path in [*pending.parent.glob(pending.name.removesuffix(".jsonl") + ".folding-*"), pending]:
+        try:
+            lines = path.read_bytes().splitlines(keepends=True)
+        except FileNotFoundError:
+            continue
+        rows += [row for row in map(lambda line: _parse(line, queue), lines) if row is not None]
+    return rows
+
+
+def _parse(line: bytes, queue: Queue) -> dict[str, Any] | None:
     if not line.endswith(b"\n"):
         return None  # the writer died mid-line
     try:
         row = json.loads(line)
     except ValueError:
         return None
-    needed = {"evaluation_uid", "release", "as_of", "evaluated_at", "verdict", "result"}
-    return row if isinstance(row, dict) and needed <= row.keys() else None
+    return row if isinstance(row, dict) and queue.needed <= row.keys() else None
 
 
 def done(taken: Taken) -> None:

@@ -16,10 +16,16 @@ States and moves, policy `rollout:` in gates/admission.yaml (defaults in bracket
     recovering  --recover_looks [3] passes in a row (the first counted)-->  ok
     recovering  --fail-->                                  rolled_back (the dwell starts again)
 
-Insufficient looks change nothing. Recovery is stricter than failing: it needs
+Insufficient looks change nothing. A hold (a failing `mode: hold` gate, a pause, a deny window or time
+outside the allow windows: pipeline/rollout/windows.py) stops every move toward the edge at that look:
+the state, its counters and its route stay, and `held` says why; failures still move. Recovery is stricter than failing: it needs
 recover_looks consecutive passes after a dwell, where failing needs fail_looks
 of window_looks. So a segment failing on alternate nights is rolled back once
 and stays rolled back (every failure restarts the dwell): no edge -> cloud -> edge flapping.
+
+People's actions (pipeline/rollout/actions.py) shape the states: a pause holds them; a forced rollback or a
+promote in force at the time of reading is the segment's `override`, which sets its route while `state`
+stays the gate's own.
 
 Routes (the routing table the app reads):
     release-wide rollback (the "release" segment rolled back or recovering, or every
@@ -34,6 +40,7 @@ Routes (the routing table the app reads):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -41,6 +48,8 @@ from typing import Any
 from pipeline.common.config import Config, Rollout
 from pipeline.common.vocabulary import PREVIOUS_EDGE, Route, Verdict
 from pipeline.common.vocabulary import Status as CheckStatus
+from pipeline.rollout import actions as people
+from pipeline.rollout import windows
 from pipeline.warehouse import sqlfiles
 
 STATES = ("ok", "suspect", "rolled_back", "recovering")
@@ -55,6 +64,9 @@ class Look:
     outcome: str  # fail | pass | insufficient
     decision: str
     failed_gates: tuple[str, ...] = ()
+    held_gates: tuple[str, ...] = ()  # failing gates of mode hold
+    at: datetime = datetime.min  # when it was evaluated: orders it among the actions
+
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,8 @@ class SegmentState:
     recent: str = ""  # the last window_looks decisive looks, oldest first: F / P
     failed_gates: tuple[str, ...] = ()
     reason: str = "not evaluated yet"
+    held: str = ""  # what held its last move toward the edge (or a failing hold gate), in words
+    override: dict[str, Any] | None = None  # the forced rollback or promote in force (Action.to_dict + waiting)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -76,8 +90,25 @@ class SegmentState:
         return {k: v.isoformat() if isinstance(v, date) else v for k, v in d.items()}
 
 
-def advance(s: SegmentState, look: Look, policy: Rollout) -> SegmentState:
-    """The state after one more look (looks come in day order)."""
+RANK = {"ok": 0, "suspect": 1, "recovering": 2, "rolled_back": 3}  # distance from the edge
+
+
+def _toward_edge(before: SegmentState, after: SegmentState) -> bool:
+    return RANK[after.state] < RANK[before.state] or (after.state == before.state == "recovering"
+                                                      and after.passes > before.passes)
+
+
+def advance(s: SegmentState, look: Look, policy: Rollout, hold: str | None = None) -> SegmentState:
+    """The state after one more look (looks come in time order); `hold`: what holds moves toward the edge now."""
+    after = _advance(s, look, policy)
+    if hold and _toward_edge(s, after):
+        waits = f"{after.state} waits" if after.state != s.state else "recovery waits"
+        return dataclasses.replace(s, last_day=look.day, last_decision=look.decision, held=hold,
+                                   reason=f"passed on {look.day}; {waits}: {hold}")  # only a pass moves that way
+    return dataclasses.replace(after, held=hold if look.held_gates else "")
+
+
+def _advance(s: SegmentState, look: Look, policy: Rollout) -> SegmentState:
     s = dataclasses.replace(s, last_day=look.day, last_decision=look.decision)
     if look.outcome == "insufficient":
         return dataclasses.replace(s, reason=f"not enough data on {look.day}") if s.state == "ok" else s
@@ -127,14 +158,68 @@ def advance(s: SegmentState, look: Look, policy: Rollout) -> SegmentState:
 
 def fresh(result: dict[str, Any], config: Config) -> dict[str, SegmentState]:
     """The states of a release judged once, with no stored history."""
-    return {k: advance(SegmentState(k), look, config.rollout) for k, look in looks_of(result).items()}
+    holds = holding([], config.rollout)
+    return {k: advance(SegmentState(k), look, config.rollout, holds(k, look)) for k, look in looks_of(result).items()}
 
 
-def replay(segment: str, looks: list[Look], policy: Rollout) -> SegmentState:
+Holds = Callable[[str, Look], "str | None"]
+
+
+def holding(acts: list[people.Action], policy: Rollout) -> Holds:
+    """What holds a segment's moves toward the edge at a look: its failing hold gates, a pause, a window."""
+    def hold(segment: str, look: Look) -> str | None:
+        parts = [f"hold gate failed: {', '.join(look.held_gates)}"] if look.held_gates else []
+        pause = people.in_force(acts, ("pause",), segment, look.at)
+        if pause:
+            parts.append(pause.describe())
+        window = windows.hold(policy, look.at)
+        if window:
+            parts.append(window)
+        return "; ".join(parts) or None
+    return hold
+
+
+def replay(segment: str, looks: list[Look], policy: Rollout, holds: Holds | None = None) -> SegmentState:
     state = SegmentState(segment)
-    for look in sorted(looks, key=lambda x: x.day):
-        state = advance(state, look, policy)
+    for look in sorted(looks, key=lambda x: (x.day, x.at)):
+        state = advance(state, look, policy, holds(segment, look) if holds else None)
     return state
+
+
+def with_overrides(states: dict[str, SegmentState], acts: list[people.Action], looks: dict[str, list[Look]],
+                   policy: Rollout, now: datetime) -> dict[str, SegmentState]:
+    """Each state with the forced rollback or promote in force at `now` as its override."""
+    out = {}
+    for key, s in states.items():
+        forced = people.in_force(acts, people.FORCING, key, now)
+        if forced and forced.action == "promote" and people.first_breach(forced, looks.get(key, []), now):
+            forced = None  # a gate it did not accept failed since: the gate's own view is back
+        override = None
+        if forced:
+            override = {**forced.to_dict(), "text": forced.describe(), "waiting": None}
+            if forced.action == "promote":
+                pause = people.in_force(acts, ("pause",), key, now)
+                override["waiting"] = pause.describe() if pause else windows.hold(policy, now)
+        out[key] = dataclasses.replace(s, override=override)
+    return out
+
+
+def current(con: Any, release: str, config: Config, now: datetime, acts: list[people.Action],
+            result: dict[str, Any] | None = None) -> dict[str, SegmentState]:
+    """Every segment's state at `now`: the stored looks (and `result`'s, not stored yet; the newer evaluation
+    of a day wins) replayed with the actions `acts` and the windows, with the override in force."""
+    by_segment = _stored_looks(con, release)
+    if result is not None:
+        for segment, look in looks_of(result).items():
+            by_segment.setdefault(segment, {})[look.day] = look
+    holds = holding(acts, config.rollout)
+    states = {segment: replay(segment, list(days.values()), config.rollout, holds)
+              for segment, days in by_segment.items()}
+    for a in acts:  # a segment an action names before any evaluation of it
+        if a.segment != people.WHOLE:
+            states.setdefault(a.segment, SegmentState(a.segment))
+    looks = {segment: list(days.values()) for segment, days in by_segment.items()}
+    return with_overrides(states, acts, looks, config.rollout, now)
 
 
 # ------------------------------------------------------------------ looks of one evaluation
@@ -143,15 +228,18 @@ def replay(segment: str, looks: list[Look], policy: Rollout) -> SegmentState:
 def looks_of(result: dict[str, Any]) -> dict[str, Look]:
     """The looks of a stored evaluation (GateResult.to_dict()), by segment key."""
     day = datetime.fromisoformat(result["as_of"].replace("Z", "")).date()
+    at = datetime.fromisoformat(result["evaluated_at"].replace("Z", ""))
     looks = {}
     for s in result["segments"]:
         key = f"{s['task']}/{s['device_tier']}/{s['network_bucket']}"
-        looks[key] = Look(day, OUTCOMES[s["decision"]], s["decision"], tuple(s["failed_gates"]))
-    blocking = tuple(g for g, c in result["release_wide"].items()
-                     if c["status"] == CheckStatus.FAIL and c["mode"] == "enforce")
+        looks[key] = Look(day, OUTCOMES[s["decision"]], s["decision"], tuple(s["failed_gates"]),
+                          tuple(s.get("held_gates", ())), at)
+    failing = {g: c["mode"] for g, c in result["release_wide"].items() if c["status"] == CheckStatus.FAIL}
+    blocking = tuple(g for g, mode in failing.items() if mode == "enforce")
     verdict = result["verdict"]
     outcome = "fail" if blocking else "insufficient" if verdict == Verdict.INSUFFICIENT_DATA else "pass"
-    looks[RELEASE] = Look(day, outcome, verdict, blocking)
+    looks[RELEASE] = Look(day, outcome, verdict, blocking, tuple(g for g, mode in failing.items() if mode == "hold"),
+                          at)
     return looks
 
 
@@ -160,12 +248,14 @@ def looks_of(result: dict[str, Any]) -> dict[str, Look]:
 
 def _stored_looks(con: Any, release: str) -> dict[str, dict[date, Look]]:
     by_segment: dict[str, dict[date, Look]] = {}
-    for segment, day, outcome, decision, gates in sqlfiles.run(con, "rollout/looks", {"release": release}).fetchall():
-        by_segment.setdefault(segment, {})[day] = Look(day, outcome, decision, tuple(gates))
+    looks = "rollout/looks" if people.schema_current(con) else "rollout/looks_before_actions"
+    for segment, day, outcome, decision, gates, held, at in sqlfiles.run(con, looks, {"release": release}).fetchall():
+        by_segment.setdefault(segment, {})[day] = Look(day, outcome, decision, tuple(gates), tuple(held or ()), at)
     return by_segment
 
 
 def stored_states(con: Any, release: str) -> dict[str, SegmentState]:
+    """The states as the last stored evaluation left them (no action or window read since)."""
     states = {}
     for row in sqlfiles.run(con, "rollout/states", {"release": release}).fetchall():
         segment, state, since, last_day, last_decision, last_fail, passes, recent, gates, reason, _ = row
@@ -174,16 +264,17 @@ def stored_states(con: Any, release: str) -> dict[str, SegmentState]:
     return states
 
 
-def preview(con: Any, result: dict[str, Any], config: Config) -> dict[str, SegmentState]:
+def preview(con: Any, result: dict[str, Any], config: Config, acts: list[people.Action]) -> dict[str, SegmentState]:
     """The states the stored looks plus this evaluation's give (nothing is written)."""
-    by_segment = _stored_looks(con, result["release"])
-    for segment, look in looks_of(result).items():
-        by_segment.setdefault(segment, {})[look.day] = look  # the newer evaluation of a day wins
-    return {segment: replay(segment, list(days.values()), config.rollout) for segment, days in by_segment.items()}
+    return current(con, result["release"], config, _evaluated_at(result), acts, result)
 
 
-def apply(con: Any, row: dict[str, Any], result: dict[str, Any], config: Config,
-          now: datetime) -> dict[str, SegmentState]:
+def _evaluated_at(result: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(result["evaluated_at"].replace("Z", ""))
+
+
+def apply(con: Any, row: dict[str, Any], result: dict[str, Any], config: Config, now: datetime,
+          acts: list[people.Action]) -> dict[str, SegmentState]:
     """Record the looks of one stored evaluation and replay the states of its segments (in the caller's
     transaction); returns every state of the release."""
     release = result["release"]
@@ -192,15 +283,18 @@ def apply(con: Any, row: dict[str, Any], result: dict[str, Any], config: Config,
             "release": release, "segment": segment, "day": look.day, "outcome": look.outcome,
             "decision": look.decision, "failed_gates": list(look.failed_gates),
             "evaluation_uid": row["evaluation_uid"], "evaluated_at": datetime.fromisoformat(row["evaluated_at"]),
-            "trigger": row["trigger"]})
-    states = {segment: replay(segment, list(days.values()), config.rollout)
-              for segment, days in _stored_looks(con, release).items()}
+            "trigger": row["trigger"], "held_gates": list(look.held_gates)})
+    states = current(con, release, config, now, acts)
+    store(con, release, states, now)
+    return states
+
+
+def store(con: Any, release: str, states: dict[str, SegmentState], now: datetime) -> None:
     for s in states.values():
         sqlfiles.run(con, "rollout/set_state", {
             "release": release, "segment": s.segment, "state": s.state, "since": s.since, "last_day": s.last_day,
             "last_decision": s.last_decision, "last_fail": s.last_fail, "passes": s.passes, "recent": s.recent,
             "failed_gates": list(s.failed_gates), "reason": s.reason, "updated_at": now})
-    return states
 
 
 # ------------------------------------------------------------------ what the states mean for the app
@@ -209,43 +303,61 @@ def apply(con: Any, row: dict[str, Any], result: dict[str, Any], config: Config,
 @dataclass(frozen=True)
 class Status:
     """A release's rollout status: what an alert is about."""
-    kind: str  # ok | insufficient_data | suspect | partial_rollback | rollback_to_cloud
-    segments: tuple[str, ...]  # the segments the kind is about (rolled back, or suspect)
+    kind: str  # ok | insufficient_data | held | suspect | partial_rollback | rollback_to_cloud
+    segments: tuple[str, ...]  # the segments the kind is about (rolled back, suspect or held)
     total: int  # segments of the release
+    overrides: tuple[str, ...] = ()  # "segment: action id" of every override in force
 
     def same_as(self, other: Status) -> bool:
         """The same status, whatever the number of segments around it."""
-        return (self.kind, self.segments) == (other.kind, other.segments)
+        return (self.kind, self.segments, self.overrides) == (other.kind, other.segments, other.overrides)
 
     @property
     def severity(self) -> str:
         return {Verdict.ROLLBACK_TO_CLOUD: "critical", Verdict.PARTIAL_ROLLBACK: "critical", "suspect": "warning",
-                Verdict.INSUFFICIENT_DATA: "warning"}.get(self.kind, "info")
+                "held": "warning", Verdict.INSUFFICIENT_DATA: "warning"}.get(self.kind, "info")
+
+
+def forced(s: SegmentState | None) -> str | None:
+    """The action of the override that sets the segment's route now (rollback | promote), else None."""
+    if s is None or not s.override or s.override["waiting"]:
+        return None
+    return s.override["action"]
+
+
+def routed_off(s: SegmentState) -> bool:
+    """Routed off the edge for a failure or by a forced rollback; a promote in force keeps it on the edge."""
+    return forced(s) == "rollback" or (s.state in ROLLED and forced(s) != "promote")
 
 
 def release_rolled_back(states: dict[str, SegmentState]) -> bool:
     rel = states.get(RELEASE)
     segments = [s for k, s in states.items() if k != RELEASE]
-    judged = [s for s in segments if s.state != "ok" or s.last_decision != Verdict.INSUFFICIENT_DATA]
-    rolled = [s for s in segments if s.state in ROLLED]
-    return bool(rel and rel.state in ROLLED) or bool(rolled and len(rolled) == len(judged))
+    judged = [s for s in segments if s.state != "ok" or s.last_decision != Verdict.INSUFFICIENT_DATA or forced(s)]
+    rolled = [s for s in segments if routed_off(s)]
+    return bool(rel and routed_off(rel)) or bool(rolled and len(rolled) == len(judged))
 
 
 def status(states: dict[str, SegmentState]) -> Status:
     segments = {k: s for k, s in states.items() if k != RELEASE}
     total = len(segments)
     rel = states.get(RELEASE)
-    rolled = tuple(sorted(k for k, s in segments.items() if s.state in ROLLED))
+    overrides = tuple(sorted(f"{k}: {s.override['action']} {s.override['action_id']}"
+                             for k, s in states.items() if s.override))
+    rolled = tuple(sorted(k for k, s in segments.items() if routed_off(s)))
     if release_rolled_back(states):
-        return Status(Verdict.ROLLBACK_TO_CLOUD, tuple(sorted(segments)), total)
+        return Status(Verdict.ROLLBACK_TO_CLOUD, tuple(sorted(segments)), total, overrides)
     if rolled:
-        return Status(Verdict.PARTIAL_ROLLBACK, rolled, total)
-    suspect = tuple(sorted(k for k, s in states.items() if s.state == "suspect"))
+        return Status(Verdict.PARTIAL_ROLLBACK, rolled, total, overrides)
+    suspect = tuple(sorted(k for k, s in states.items() if s.state == "suspect" and not forced(s)))
     if suspect:
-        return Status("suspect", suspect, total)
+        return Status("suspect", suspect, total, overrides)
+    held = tuple(sorted(k for k, s in states.items() if s.held))
+    if held:
+        return Status("held", held, total, overrides)
     if rel and rel.last_decision == Verdict.INSUFFICIENT_DATA:
-        return Status(Verdict.INSUFFICIENT_DATA, (), total)
-    return Status("ok", (), total)
+        return Status(Verdict.INSUFFICIENT_DATA, (), total, overrides)
+    return Status("ok", (), total, overrides)
 
 
 def route_for(segment: str, states: dict[str, SegmentState], config: Config,
@@ -254,8 +366,18 @@ def route_for(segment: str, states: dict[str, SegmentState], config: Config,
     previous release's edge model where that model passed."""
     route, why = _route_for(segment, states, config)
     if route == Route.CLOUD and previous is not None and previous.serves(segment):
-        return PREVIOUS_EDGE, (f"{why}; the previous release {previous.release}'s edge model "
-                               f"{previous.model_id or '(unknown)'} passed here")
+        route, why = PREVIOUS_EDGE, (f"{why}; the previous release {previous.release}'s edge model "
+                                     f"{previous.model_id or '(unknown)'} passed here")
+    s = states.get(segment)
+    action = forced(s)
+    if action == "rollback":
+        return Route.CLOUD, f"override: {s.override['text']} (the gate's own route: {route}, {why})"
+    if action == "promote":
+        accepted = ", ".join(s.override["gates"]) or "none"
+        return Route.EDGE, (f"override: {s.override['text']}; accepting failures of: {accepted} "
+                            f"(the gate's own route: {route}, {why})")
+    if s is not None and s.override:
+        why += f"; the promote {s.override['text']!r} waits: {s.override['waiting']}"
     return route, why
 
 
@@ -285,6 +407,14 @@ def routes(states: dict[str, SegmentState], config: Config, previous: Any = None
 
 def headline(status: Status, before: Status, config: Config,
              routes: dict[str, tuple[str, str]]) -> str:
+    text = _headline(status, before, config, routes)
+    if status.overrides:  # never read as the gate's own view
+        n = len(status.overrides)
+        text += f"; {n} segment{'s' if n > 1 else ''} overridden by people: " + ", ".join(status.overrides)
+    return text
+
+
+def _headline(status: Status, before: Status, config: Config, routes: dict[str, tuple[str, str]]) -> str:
     n, k = status.total, len(status.segments)
     previous = sum(routes.get(seg, ("",))[0] == PREVIOUS_EDGE for seg in status.segments)
     if status.kind in (Verdict.ROLLBACK_TO_CLOUD, Verdict.PARTIAL_ROLLBACK) and previous:
@@ -301,6 +431,8 @@ def headline(status: Status, before: Status, config: Config,
         return text + (f", {checked} to cloud check" if checked else "")
     if status.kind == "suspect":
         return f"suspect: {k} of {n} segments failed a look; cloud check on until the next looks decide"
+    if status.kind == "held":
+        return f"held: {k} of {n} segments hold their state (a hold gate failed, a pause or a window)"
     if status.kind == Verdict.INSUFFICIENT_DATA:
         if not n:
             return "not enough data: no edge rows to judge in the window"
@@ -326,6 +458,7 @@ class StateView:
     config: Config
     previous: Any = None  # rollout/previous.py: routing.previous_edge's fallback model
     snapshot: dict[str, Any] | None = None  # read from a snapshot while a writer held the warehouse
+    actions: list[Any] = dataclasses.field(default_factory=list)  # people's actions on it (actions.Action)
 
     def _rows(self) -> list[dict[str, Any]]:
         routes = {k: route_for(k, self.states, self.config, self.previous) for k in self.states}
@@ -341,4 +474,5 @@ class StateView:
                 "severity": st.severity,
                 "headline": headline(st, st, self.config, routes(self.states, self.config, self.previous)),
                 "snapshot": self.snapshot,
-                "policy": dataclasses.asdict(self.config.rollout), "segments": self._rows()}
+                "policy": dataclasses.asdict(self.config.rollout), "segments": self._rows(),
+                "actions": [a.to_dict() for a in self.actions]}

@@ -46,14 +46,14 @@ class Warehouse:
         self._running = True
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.let_go()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self.let_go(publish=exc_type is None)  # a failed run's commits are published by the next writer
 
-    def let_go(self) -> None:
+    def let_go(self, publish: bool = True) -> None:
         """Publish what the run wrote and release the writer lock (before waiting on the network);
         writing() takes it back."""
         try:
-            if self._running:
+            if self._running and publish:
                 self._publish()
         finally:
             self._running = False

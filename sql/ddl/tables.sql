@@ -108,3 +108,19 @@ CREATE TABLE IF NOT EXISTS spark_batches (
     committed_at TIMESTAMP NOT NULL,
     published_at TIMESTAMP
 );
+-- the failing gates of mode hold of a look (pipeline/rollout/state.py); added later
+ALTER TABLE rollout_looks ADD COLUMN IF NOT EXISTS held_gates VARCHAR[] DEFAULT [];
+-- people's actions on a rollout, on the record (pipeline/rollout/actions.py)
+CREATE TABLE IF NOT EXISTS rollout_actions (
+    action_id  VARCHAR PRIMARY KEY,   -- digest of release, segment, action, reason and until: asked twice, stored once
+    release    VARCHAR NOT NULL,
+    segment    VARCHAR NOT NULL,      -- task/tier/bucket, or * for the whole release
+    action     VARCHAR NOT NULL,      -- pause | resume | rollback | promote
+    reason     VARCHAR NOT NULL,
+    actor      VARCHAR NOT NULL,
+    taken_at   TIMESTAMP NOT NULL,
+    until      TIMESTAMP,             -- when it ends by itself (required for promote)
+    gates      VARCHAR[] NOT NULL,    -- promote: the gates whose failures it accepts
+    previous   JSON NOT NULL,         -- per segment of its scope: the state and route before it
+    stored_at  TIMESTAMP NOT NULL
+);
