@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import __version__
-from pipeline.cli import data, gate, jobs, planning
+from pipeline.cli import data, gate, jobs, planning, rollout
 from pipeline.cli.common import (
     EXIT_CODES,
     EXIT_ERROR,
@@ -63,6 +63,11 @@ EXAMPLES = {
                 "pipeline backtest --release 4.11 --segment-rows 400 --inject adoption=0.15 --json\n"
                 "pipeline backtest --simulated --runs 100 --jobs 2",
     "history": "pipeline history --release 4.12 --format table",
+    "rollout": "pipeline rollout rollback --release 4.12 --segment rewrite/low/weak --reason pagerduty:INC123\n"
+               "pipeline rollout pause --release 4.12 --reason 'holiday freeze' --until 2027-01-04\n"
+               "pipeline rollout promote --release 4.12 --segment rewrite/flagship/normal --gate thermal "
+               "--reason 'known thermal on flagships, fix in 4.13' --until 2026-12-20\n"
+               "pipeline rollout resume --release 4.12 --reason 'freeze over'",
     "nightly": "pipeline nightly --landing sample_logs --as-of 2026-12-01 --report-dir reports\n"
                "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing",
     "schedule": 'pipeline schedule --landing /data/landing --cron "0 2 * * *" --timezone UTC\n'
@@ -96,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, default=None, help="gate config, also taken after the command")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    for group in (data, jobs, gate, planning):
+    for group in (data, jobs, gate, rollout, planning):
         group.add_commands(sub)
     _finish_subcommands(sub)
     return parser

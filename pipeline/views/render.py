@@ -85,11 +85,32 @@ def state_text(view: Any) -> str:
         return (f"release {view.release}: no stored evaluation yet (pipeline gate --release {view.release}; "
                 "--dry-run evaluations are not stored)")
     columns = ["segment", "state", "since", "last look", "looks", "route", "why"]
-    rows = [(r["segment"], r["state"], r["since"] or "", r["last_day"] or "", r["recent"], r["route"],
-             r["route_reason"] if r["segment"] != RELEASE else r["reason"]) for r in d["segments"]]
+    rows = [(r["segment"], r["state"] + (" (held)" if r["held"] else ""), r["since"] or "", r["last_day"] or "",
+             r["recent"], r["route"] or (f"override: {r['override']['action']}" if r["override"] else ""),
+             (r["route_reason"] if r["segment"] != RELEASE else
+              (f"override: {r['override']['text']}; " if r["override"] else "") + r["reason"])
+             + (f"; held: {r['held']}" if r["held"] else "")) for r in d["segments"]]
+    windows = "; ".join(f"{w.kind} window {w.name}" for w in p.windows)
+    acts = [f"  {a['taken_at']} {a['action']} {a['segment'] if a['segment'] != '*' else 'the whole release'} by "
+            f"{a['actor']}: {a['reason']}" + (f" (until {a['until']})" if a["until"] else "")
+            + f" [was: {_was(a['previous'])}]" for a in d["actions"]]
     return "\n".join([
         f"release {view.release}: {d['headline']} ({d['severity']})",
         f"policy: roll back at {p.fail_looks} failing of the last {p.window_looks} looks (one look per as-of "
-        f"day); recover after {p.min_dwell_days} days without a failure, then {p.recover_looks} passing looks",
+        f"day); recover after {p.min_dwell_days} days without a failure, then {p.recover_looks} passing looks"
+        + (f"; {windows} (rollbacks never wait)" if windows else ""),
         rows_as("table", columns, rows),
-        "looks: the last decisive looks, oldest first (F fail, P pass); `why` of a route quotes its state"])
+        "looks: the last decisive looks, oldest first (F fail, P pass); `why` of a route quotes its state; "
+        "\"override:\" is a person's action, not the gate's view",
+        *(["actions (oldest first):", *acts] if acts else [])])
+
+
+def _was(previous: dict[str, Any]) -> str:
+    """An action's scope before it, e.g. "ok/edge" or "3 segments: 2 ok/edge, 1 rolled_back/cloud"."""
+    seen: dict[str, int] = {}
+    for p in previous.values():
+        key = f"{p['state']}/{p['route']}"
+        seen[key] = seen.get(key, 0) + 1
+    if len(previous) == 1:
+        return next(iter(seen))
+    return f"{len(previous)} segments: " + ", ".join(f"{n} {k}" for k, n in sorted(seen.items()))
