@@ -137,16 +137,38 @@ def cmd_explain(args: argparse.Namespace) -> int:
             raise UsageError(f"--segment {args.segment!r} is not of the form TASK/TIER/BUCKET "
                              f"(e.g. rewrite/mid/weak); segments of release {args.release}: {known}")
         raise UsageError(f"no segment {args.segment!r} in release {args.release}; segments: {known}")
+    standing = _rollout_of(args, config, args.segment)
     if args.json:
         out = explain_dict(result, match[0], config)
         out["drill"] = found.to_dict() if found else None
+        out["rollout"] = standing
         _emit_json(out)
     else:
         width = terminal_width(sys.stdout)
         print(explain_view(result, match[0], config, width=width, colour=wants_colour(sys.stdout, args.no_color)))
+        if standing:
+            print(f"rollout: {standing['state']}, route {standing['route']}: {standing['route_reason']}"
+                  + (f"; held: {standing['held']}" if standing["held"] else ""))
         if found:
             print("\n".join(drill_lines(found, args.segment, width=width)))
     return EXIT_OK
+
+
+def _rollout_of(args: argparse.Namespace, config: Any, segment: str) -> dict[str, Any] | None:
+    """The segment's stored rollout state now, with the people's override beside the gate's own view."""
+    from pipeline.common import clock
+    from pipeline.rollout import state as rollout
+    from pipeline.rollout.actions import recorded
+    from pipeline.warehouse import db
+
+    with db.reading(_db(args)) as con:
+        states = rollout.current(con, args.release, config, clock.now(_as_of(args)),
+                                 recorded(con, args.release, _db(args)))
+    if segment not in states:
+        return None
+    route, why = rollout.route_for(segment, states, config)
+    s = states[segment]
+    return {"state": s.state, "route": route, "route_reason": why, "held": s.held or None, "override": s.override}
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
@@ -200,15 +222,21 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from pipeline.common.tables import rows_as
-    from pipeline.rollout.history import history
+    from pipeline.rollout.actions import recorded
+    from pipeline.rollout.history import action_rows, history
     from pipeline.warehouse import db
 
     if args.limit < 1:
         raise UsageError("--limit must be >= 1")
     with db.reading(_db(args)) as con:
         _require_release(con, args.release)
-        columns, rows = history(con, args.release, args.limit)
-    print(rows_as("json" if args.json else _format(args), columns, rows))
+        acts = recorded(con, args.release, _db(args))
+        columns, rows = history(con, args.release, args.limit, acts)
+    fmt = "json" if args.json else _format(args)
+    print(rows_as(fmt, columns, rows))
+    if acts and fmt == "table":  # csv and json keep one table: their `overrides` column names the actions
+        print("\npeople's actions (pipeline rollout), newest first:")
+        print(rows_as(fmt, *action_rows(acts)))
     return EXIT_OK
 
 

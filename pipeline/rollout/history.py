@@ -173,9 +173,26 @@ def record_evaluation(warehouse: Warehouse | Path, result: Any, config: Config, 
         return Recorded(False)
 
 
-def history(con: Any, release: str, limit: int = 20) -> tuple[list[str], list[tuple]]:
-    """The newest `limit` evaluations; times are UTC and say so."""
+def history(con: Any, release: str, limit: int = 20,
+            acts: list[people.Action] | None = None) -> tuple[list[str], list[tuple]]:
+    """The newest `limit` evaluations; times are UTC and say so. Each row's last column, `overrides`, names
+    the people's actions in force when it was made (`acts`): its verdict is the gate's own, beside them."""
     cur = sqlfiles.run(con, "gate/history", {"release": release, "limit": limit})
-    columns = [d[0] for d in cur.description]
-    rows = [tuple(v.replace(tzinfo=UTC) if isinstance(v, datetime) else v for v in r) for r in cur.fetchall()]
+    columns = [d[0] for d in cur.description] + ["overrides"]
+    rows = []
+    for r in cur.fetchall():
+        at = r[columns.index("evaluated_at")]
+        live = [a for a in acts or [] if a.action != "resume" and a.taken_at <= at
+                and people.in_force(acts or [], (a.action,), a.segment, at) is a]
+        rows.append((*(v.replace(tzinfo=UTC) if isinstance(v, datetime) else v for v in r),
+                     "; ".join(f"{a.action} {a.segment}: {a.describe()}" for a in live) or None))
     return columns, rows
+
+
+def action_rows(acts: list[people.Action]) -> tuple[list[str], list[tuple]]:
+    """The actions, newest first, as `pipeline history` lists them under the evaluations."""
+    columns = ["taken_at", "action", "segment", "actor", "reason", "until", "previous", "action_id"]
+    return columns, [(a.taken_at.replace(tzinfo=UTC), a.action, a.segment, a.actor, a.reason,
+                      a.until.replace(tzinfo=UTC) if a.until else None,
+                      ", ".join(f"{k} {v['state']}/{v['route']}" for k, v in sorted(a.previous.items())),
+                      a.action_id) for a in reversed(acts)]

@@ -44,6 +44,10 @@ def routing_table(result: Any, config: Config, states: dict[str, Any] | None = N
                  "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why}
         if route == PREVIOUS_EDGE:
             entry["model_id"], entry["previous_release"] = previous.model_id, previous.release
+        override = states[s.key].override if s.key in states else None
+        if rollout.forced(states.get(s.key)):  # a person's action sets this route, not the gate
+            entry["override"] = {k: override[k] for k in ("action", "actor", "reason", "taken_at", "until",
+                                                          "action_id")}
         if s.key in result.cells:
             entry["cells"] = cell_routes(route, states.get(s.key), result.cells[s.key], states, config)
         routes.append(entry)

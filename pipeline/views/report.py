@@ -80,6 +80,7 @@ def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, o
     data = _chart_data(con, result)
     data["matrix"] = _matrix_data(con, result, config)
     data["ledger"] = _ledger_data(con, result, config, candidates)
+    data["rollout"] = _rollout_data(con, result, config)
     page = _page(result, config, data, index_href)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -464,10 +465,29 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
         ("hold-back split", _split(result)),
         ("evaluated", f"{result.evaluated_at:%Y-%m-%d %H:%M} UTC with {result.config_source} "
                       f"(digest {result.config_digest})"),
+        ("rollout", data["rollout"]["headline"]),
+        *[("override (a person's action)", line) for line in data["rollout"]["overrides"]],
+        *[("held", line) for line in data["rollout"]["held"]],
+        ("people's actions", "; ".join(data["rollout"]["actions"]) or "none"),
         ("read from", f"snapshot {result.snapshot['id']} published {result.snapshot['published_at']}: a writer "
                       "held the warehouse" if result.snapshot else "the warehouse"),
     ]
     return "<dl class=\"facts\">" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts) + "</dl>"
+
+
+def _rollout_data(con: duckdb.DuckDBPyConnection, result: GateResult, config: Config) -> dict[str, Any]:
+    """The rollout at the evaluation's time: its headline (overrides named), and people's actions in words."""
+    from pipeline.rollout import state as rollout
+    from pipeline.rollout.actions import recorded
+
+    acts = recorded(con, result.release)
+    states = rollout.current(con, result.release, config, result.evaluated_at, acts)
+    return {"headline": rollout.describe(states, config) if states else "no stored evaluation yet",
+            "overrides": [f"{k}: {s.override['text']}" + (f" (waits: {s.override['waiting']})"
+                                                          if s.override["waiting"] else "")
+                          + f"; the gate's own state: {s.state}" for k, s in sorted(states.items()) if s.override],
+            "held": [f"{k}: {s.held}" for k, s in sorted(states.items()) if s.held],
+            "actions": [f"{a.action} {a.segment}: {a.describe()}" for a in acts]}
 
 
 def _split(result: Any) -> str:
