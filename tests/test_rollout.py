@@ -147,8 +147,7 @@ def test_routing_under_each_state(state, gates, decision, route):
 # ------------------------------------------------------------------ over nights, through the real evaluate path
 
 
-@pytest.fixture
-def nightly_config(tmp_path):
+def one_day_config(tmp_path: Path):
     # kill_rate observed: on a one-day window the low tier's small segments lack rows, stay on the edge and keep
     # their kills, so kill_rate's release-wide check would roll the whole release back (tests/test_guardrails.py);
     # these tests follow one segment's state
@@ -158,6 +157,11 @@ def nightly_config(tmp_path):
     config = load_config(tmp_path / "one-day.yaml")
     assert config.window_days == 1 and config.gates.kill_rate.mode == "observe"
     return config
+
+
+@pytest.fixture
+def nightly_config(tmp_path):
+    return one_day_config(tmp_path)
 
 
 FLAP = "FPFPFPPPPP"  # nights 1-6 alternate, then four healthy nights

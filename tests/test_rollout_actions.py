@@ -14,11 +14,16 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, query, run_cli
-from test_rollout import LOW, judge, nightly_config, nights  # noqa: F401 (nightly_config: a fixture)
+from test_rollout import LOW, judge, nights, one_day_config
 
 from pipeline.common.config import Window, load_config
 from pipeline.rollout.routing import routing_table
 from pipeline.rollout.windows import hold, occurrence
+
+
+@pytest.fixture
+def nightly_config(tmp_path):
+    return one_day_config(tmp_path)
 
 
 def _cli(db: Path, config, *args: str) -> dict:
@@ -141,7 +146,8 @@ def test_an_accepted_failure_expires_on_time_and_another_gate_ends_it(db_path, n
     cfg = nightly_config
     night = nights(db_path, "FFFFF")
     result, recorded = judge(db_path, cfg, night[0])
-    assert recorded.states[LOW].state == "rolled_back" and recorded.states[LOW].failed_gates == ("peak_memory", "resident_memory")
+    low = recorded.states[LOW]
+    assert low.state == "rolled_back" and low.failed_gates == ("peak_memory", "resident_memory")
     until = night[2] + timedelta(hours=3)
     out = _cli(db_path, cfg, "rollout", "promote", "--release", "4.12", "--segment", LOW, "--reason",
                "known memory regression on low tier, fix in 4.13", "--until", _at(until), "--actor", "alice",
@@ -152,7 +158,8 @@ def test_an_accepted_failure_expires_on_time_and_another_gate_ends_it(db_path, n
     assert (seg["state"], seg["route"]) == ("rolled_back", "edge")  # the gate's own state is still the rollback
     assert seg["route_reason"].startswith("override: promoted by alice at 2026-11-11 03:00 UTC until 2026-11-13 "
                                           "03:00 UTC: known memory regression on low tier, fix in 4.13; accepting "
-                                          "failures of: peak_memory, resident_memory (the gate's own route: cloud, rolled_back: ")
+                                          "failures of: peak_memory, resident_memory (the gate's own route: cloud, "
+                                          "rolled_back: ")
     for as_of in night[1:3]:  # it keeps failing the accepted gate: on the edge, and said so
         result, recorded = judge(db_path, cfg, as_of)
         assert result.verdict != "keep_edge" and _route(result, cfg, recorded.states)[0] == "edge"
@@ -195,7 +202,8 @@ def test_an_action_while_a_writer_holds_the_warehouse_is_in_force_at_once_and_st
     night = nights(db_path, "P")
     judge(db_path, cfg, night[0])
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; from pathlib import Path\nfrom pipeline.warehouse.db import writer_lock\n"
+        [sys.executable, "-c", "import time; from pathlib import Path\n"
+         "from pipeline.warehouse.db import writer_lock\n"
          f"with writer_lock(Path({str(db_path)!r}), 'nightly'):\n    print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:

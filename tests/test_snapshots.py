@@ -112,8 +112,9 @@ def test_a_publish_killed_midway_leaves_the_previous_snapshot_and_the_next_write
     write(valid_table(100, seed=3), tmp_path / "c.parquet")
     assert run_cli("ingest", "--db", str(db), str(tmp_path / "a.parquet")).returncode == 0
     (before,) = _snapshots(db)
-    killed = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "--db", str(db), str(tmp_path / "b.parquet")],
-                              cwd=ROOT, env={**os.environ, "PIPELINE_TEST_FAULT": "publish"},
+    killed = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "--db", str(db),
+                               str(tmp_path / "b.parquet")], cwd=ROOT,
+                              env={**os.environ, "PIPELINE_TEST_FAULT": "publish"},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     folder = Path(f"{db}.snapshots")
     try:

@@ -137,7 +137,8 @@ def _write_routing(args: argparse.Namespace, config: Any, states: dict[str, Any]
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("rollout", help="pause, resume, roll back or promote a release's rollout, with a reason on record",
+    p = sub.add_parser("rollout", help="pause, resume, roll back or promote a release's rollout, with a reason "
+                                       "on record",
                        description="People's actions on a rollout, stored with who, when, why, the scope and the "
                                    "state it moved from; shown by state, history, explain, the report and the "
                                    "alerts beside the gate's own view (docs/rollout.md \"Actions\"). The gate's "

@@ -934,8 +934,9 @@ assert not _unmeasured, f"gates of the registry without a measurement in gate.py
 def budget_split(config: Config) -> dict[tuple[str, str], float]:
     """alpha per (gate, test) family: 1 - confidence, split equally over the gates that can fail on
     evidence of harm (enforced or held somewhere with burden prove_harm: a false hold stalls recovery), then
-    over each gate's tests. Observe gates and prove_safe gates are tested at the same share without spending the budget: they never
-    cause a false rollback on evidence (observe never blocks; prove_safe's errors are false keeps)."""
+    over each gate's tests. Observe gates and prove_safe gates are tested at the same share without spending
+    the budget: they never cause a false rollback on evidence (observe never blocks; prove_safe's errors are
+    false keeps)."""
     alpha = 1 - config.statistics.confidence
     every = [config.gates, *(config.task_overrides or {}).values()]
     spending = [g for g in GATE_NAMES

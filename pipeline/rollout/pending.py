@@ -100,8 +100,8 @@ def take(db_path: Path, queue: Queue = EVALUATIONS) -> Taken:
             row = _parse(line, queue)
             if row is None:
                 bad.append(line if line.endswith(b"\n") else line + b"\n")
-                taken.warnings.append(f"{pending}: line {number} is not a whole {queue.name.removesuffix('s')}; set aside in "
-                                      f"{rejected_path(db_path, queue)}")
+                taken.warnings.append(f"{pending}: line {number} is not a whole {queue.name.removesuffix('s')}; "
+                                      f"set aside in {rejected_path(db_path, queue)}")
             else:
                 taken.rows.append(row)
         if bad:

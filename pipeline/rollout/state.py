@@ -18,9 +18,9 @@ States and moves, policy `rollout:` in gates/admission.yaml (defaults in bracket
 
 Insufficient looks change nothing. A hold (a failing `mode: hold` gate, a pause, a deny window or time
 outside the allow windows: pipeline/rollout/windows.py) stops every move toward the edge at that look:
-the state, its counters and its route stay, and `held` says why; failures still move. Recovery is stricter than failing: it needs
-recover_looks consecutive passes after a dwell, where failing needs fail_looks
-of window_looks. So a segment failing on alternate nights is rolled back once
+the state, its counters and its route stay, and `held` says why; failures still move.
+Recovery is stricter than failing: it needs recover_looks consecutive passes after a dwell, where
+failing needs fail_looks of window_looks. So a segment failing on alternate nights is rolled back once
 and stays rolled back (every failure restarts the dwell): no edge -> cloud -> edge flapping.
 
 People's actions (pipeline/rollout/actions.py) shape the states: a pause holds them; a forced rollback or a
