@@ -115,8 +115,8 @@ def test_a_pause_and_a_deny_window_hold_recovery_and_let_a_rollback_through(db_p
     night = nights(db_path, "PFPPPPPPPP")
     window_start = night[4] + timedelta(hours=3)
     text = Path(nightly_config.source).read_text().replace(
-        "  recover_looks: 3 ", f"  windows: [{{name: freeze, kind: deny, start: '{_at(window_start)}', "
-                               "duration_hours: 48}]\n  recover_looks: 3 ")
+        "  windows: []", f"  windows: [{{name: freeze, kind: deny, start: '{_at(window_start)}', "
+                         "duration_hours: 48}]")
     (tmp_path / "freeze.yaml").write_text(text)
     cfg = load_config(tmp_path / "freeze.yaml")
     assert cfg.rollout.windows[0].name == "freeze"
@@ -249,7 +249,7 @@ def test_usage_errors_name_the_option(db_path, nightly_config):
 ])
 def test_windows_are_linted_like_the_rest_of_the_file(tmp_path, window, message):
     text = load_config().source
-    body = Path(text).read_text().replace("  recover_looks: 3 ", f"  windows: [{window}]\n  recover_looks: 3 ")
+    body = Path(text).read_text().replace("  windows: []", f"  windows: [{window}]")
     (tmp_path / "w.yaml").write_text(body)
     done = run_cli("gate", "--check-config", "--config", str(tmp_path / "w.yaml"))
     assert done.returncode == 2 and message in done.stderr, done.stderr
