@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, query, run_cli
+from test_output_schema import _validator
 from test_rollout import LOW, judge, nights, one_day_config
 
 from pipeline.common.config import Window, load_config
@@ -56,6 +57,7 @@ def test_a_forced_rollback_routes_to_the_cloud_at_once_and_is_on_record_everywhe
     rollback = ("rollout", "rollback", "--release", "4.12", "--segment", LOW, "--reason", "pagerduty:INC123",
                 "--actor", "pd-bot", "--no-alerts")
     out = _cli(db_path, cfg, *rollback, "--as-of", _at(taken))
+    _validator("rollout").validate(out)
     assert out["outcome"] == "stored"
     assert out["action"] | {"action_id": "x"} == {
         "action_id": "x", "release": "4.12", "segment": LOW, "action": "rollback", "reason": "pagerduty:INC123",
@@ -71,6 +73,7 @@ def test_a_forced_rollback_routes_to_the_cloud_at_once_and_is_on_record_everywhe
     assert query(db_path, "SELECT count(*) FROM rollout_actions") == [(1,)]
 
     view = _cli(db_path, cfg, "state", "--release", "4.12", "--as-of", _at(taken + timedelta(hours=1)))
+    _validator("state").validate(view)
     low = _low(view)
     assert (low["state"], low["route"], low["override"]["reason"]) == ("ok", "cloud", "pagerduty:INC123")
     assert view["status"] == "partial_rollback" and "1 segment overridden by people" in view["headline"]
@@ -86,6 +89,7 @@ def test_a_forced_rollback_routes_to_the_cloud_at_once_and_is_on_record_everywhe
     route, why = _route(result, cfg, recorded.states)
     assert route == "cloud" and why.startswith("override: ")
     table = routing_table(result, cfg, recorded.states)
+    _validator("routing").validate(table)
     entry = next(r for r in table["routes"] if f"{r['task']}/{r['device_tier']}/{r['network_bucket']}" == LOW)
     assert entry["override"]["action"] == "rollback" and entry["override"]["actor"] == "pd-bot"
 
@@ -96,6 +100,7 @@ def test_a_forced_rollback_routes_to_the_cloud_at_once_and_is_on_record_everywhe
     assert rows[-1].endswith(",nightly,")  # the first night's evaluation: no action in force then
     table_view = run_cli("history", "--db", str(db_path), "--release", "4.12", "--format", "table").stdout
     assert "people's actions (pipeline rollout), newest first:" in table_view and "pagerduty:INC123" in table_view
+    _validator("gate").validate(result.to_dict())
     explain = _cli(db_path, cfg, "explain", "--release", "4.12", "--segment", LOW, "--as-of", _at(night[2]))
     assert explain["decision"] == "keep_edge" and explain["rollout"]["override"]["action"] == "rollback"
     report = db_path.parent / "report.html"

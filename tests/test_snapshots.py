@@ -88,7 +88,10 @@ def test_reads_during_an_ingest_and_a_nightly_never_wait_and_match_the_snapshot_
         assert took < idle[name] + 2, (name, took, idle[name])
     gates = [json.loads(done.stdout) for name, done, _ in held if name == "gate"]
     assert gates, "no gate call read a snapshot"
+    from test_output_schema import _validator
+
     for result in gates:
+        _validator("gate").validate(result)
         assert result["verdict"] == verdict
         snapshot = result["snapshot"]
         assert Path(snapshot["path"]).name == f"{snapshot['id']}.duckdb"

@@ -1,5 +1,5 @@
 """The JSON the pipeline prints for programs (`gate --json`, `nightly --json`, `ingest --json`,
-`state --json`, `ledger --json`, `backtest --json`, `drill --json`, `compare --json`, the routing
+`state --json`, `ledger --json`, `backtest --json`, `drill --json`, `compare --json`, `rollout --json`, the routing
 table) is versioned: each object carries
 `schema_version`, and schemas/output/<name>.schema.json (JSON Schema 2020-12,
 shipped in the wheel, printed by `pipeline schema NAME`) describes it. Within one

@@ -187,7 +187,7 @@ def deliver(warehouse: Warehouse | Path, config: Config, out: TextIO | None = No
     wh = handle.handle_of(warehouse, "alerts")
     managers = [s for s in effective_sinks(config.alerts) if s.kind == "alertmanager"]
     now = db.utcnow()
-    with wh.writing(lock_wait=0) as con:  # a busy writer is told at once: the alerts wait in the outbox
+    with wh.writing(lock_wait=0, publish=False) as con:  # a busy writer is told at once: alerts wait in the outbox
         rows = sqlfiles.run(con, "alerts/pending").fetchall()
         states = {s.label: alertmanager.firing(con, config, s, now) for s in managers}
     report, marks = Delivery(), []
@@ -217,7 +217,7 @@ def deliver(warehouse: Warehouse | Path, config: Config, out: TextIO | None = No
         if synced.error:
             report.errors.append(str(synced))
     if marks:
-        with wh.writing() as con:
+        with wh.writing(publish=False) as con:
             for alert_id, sink, status, error, at in marks:
                 sqlfiles.run(con, "alerts/mark", {"alert_id": alert_id, "sink": sink, "status": status,
                                                   "last_error": error, "delivered_at": at})

@@ -72,21 +72,24 @@ class Warehouse:
                              "they read the previous one while a writer holds it")
 
     @contextmanager
-    def _session(self, lock_wait: float | None) -> Iterator[bool]:
+    def _session(self, lock_wait: float | None, publish: bool = True) -> Iterator[bool]:
         with db.writer_lock(self.path, self.command, wait=db.busy_timeout() if lock_wait is None else lock_wait):
             prepare = not self._prepared
             yield prepare
             self._prepared = True
+            if not publish:
+                return
             self._unpublished = True
             if not self._running or time.monotonic() - self._published_at >= snapshots.PUBLISH_EVERY_S:
                 self._publish()  # the file is closed here: the step's connection ended inside the session
 
     @contextmanager
-    def writing(self, lock_wait: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    def writing(self, lock_wait: float | None = None, publish: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
         """The file read-write for one step, waiting up to the busy timeout for another process's brief hold
         on it. `lock_wait`: how long to wait for the writer lock when the run has let go of it (default: the
-        busy timeout)."""
-        with self._session(lock_wait) as prepare:
+        busy timeout). `publish` False: what it writes is bookkeeping readers need not see at once (alert
+        delivery), published by the next write."""
+        with self._session(lock_wait, publish) as prepare:
             con = db.connect_write(self.path, prepare=prepare)
             self.opened += 1
             try:
