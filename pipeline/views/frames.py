@@ -92,8 +92,14 @@ class Warehouse:
 
     def evaluations(self, release: str, limit: int = 100) -> pl.DataFrame:
         """The verdicts recorded for `release` by earlier runs (nightly, gate), newest first, as `pipeline
-        history` lists them."""
-        return self._frame(sqlfiles.sql_file("gate/history").text, {"release": release, "limit": limit})
+        history` lists them, with the people's overrides in force at each (`overrides`)."""
+        from pipeline.rollout.actions import recorded
+        from pipeline.rollout.history import history
+
+        with db.reading(self.path) as con:
+            columns, rows = history(con, release, limit, recorded(con, release, self.path))
+        naive = [[v.replace(tzinfo=None) if isinstance(v, datetime) else v for v in r] for r in rows]  # UTC
+        return pl.DataFrame(naive, schema=columns, orient="row", infer_schema_length=None)
 
     def quarantine(self, release: str | None = None) -> pl.DataFrame:
         """Quarantined rows per broken rule and source file."""
