@@ -147,8 +147,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         width = terminal_width(sys.stdout)
         print(explain_view(result, match[0], config, width=width, colour=wants_colour(sys.stdout, args.no_color)))
         if standing:
-            print(f"rollout: {standing['state']}, route {standing['route']}: {standing['route_reason']}"
-                  + (f"; held: {standing['held']}" if standing["held"] else ""))
+            import textwrap
+
+            line = (f"rollout: {standing['state']}, route {standing['route']}: {standing['route_reason']}"
+                    + (f"; held: {standing['held']}" if standing["held"] else ""))
+            print(textwrap.fill(line, width, subsequent_indent="  ") if width else line)
         if found:
             print("\n".join(drill_lines(found, args.segment, width=width)))
     return EXIT_OK

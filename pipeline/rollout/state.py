@@ -306,7 +306,7 @@ class Status:
     kind: str  # ok | insufficient_data | held | suspect | partial_rollback | rollback_to_cloud
     segments: tuple[str, ...]  # the segments the kind is about (rolled back, suspect or held)
     total: int  # segments of the release
-    overrides: tuple[str, ...] = ()  # "segment: action id" of every override in force
+    overrides: tuple[str, ...] = ()  # "segment: action by actor (id)" of every override in force
 
     def same_as(self, other: Status) -> bool:
         """The same status, whatever the number of segments around it."""
@@ -342,7 +342,7 @@ def status(states: dict[str, SegmentState]) -> Status:
     segments = {k: s for k, s in states.items() if k != RELEASE}
     total = len(segments)
     rel = states.get(RELEASE)
-    overrides = tuple(sorted(f"{k}: {s.override['action']} {s.override['action_id']}"
+    overrides = tuple(sorted(f"{k}: {s.override['action']} by {s.override['actor']} ({s.override['action_id'][:8]})"
                              for k, s in states.items() if s.override))
     rolled = tuple(sorted(k for k, s in segments.items() if routed_off(s)))
     if release_rolled_back(states):
