@@ -4,7 +4,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -136,6 +137,24 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240)
     full_env = {**os.environ, "CI": "", **(env or {})}
     return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=ROOT)
+
+
+@contextmanager
+def writer_holding(db: Path, open_file: bool = False) -> Iterator[subprocess.Popen]:
+    """Another process holding the warehouse's writer lock as `pipeline nightly` (with `open_file`, the file
+    read-write too), as the nightly job does while it runs; killed on leaving."""
+    hold = f"    con = duckdb.connect({str(db)!r})\n" if open_file else ""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time, duckdb; from pathlib import Path\n"
+         "from pipeline.warehouse.db import writer_lock\n"
+         f"with writer_lock(Path({str(db)!r}), 'nightly'):\n{hold}    print('held', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import NOW, ROOT, counts, run_cli, valid_table, wait_until, with_values, write
+from conftest import NOW, ROOT, counts, run_cli, valid_table, wait_until, with_values, write, writer_holding
 
 from pipeline.ingest.run import ingest
 from pipeline.warehouse.schema import load_schema
@@ -193,21 +193,12 @@ def test_json_output_and_exit_code_from_the_real_command(tmp_path, db_path):
 
 
 def test_second_writer_gets_a_plain_message_and_exit_2(tmp_path, db_path):
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path\n"
-         "from pipeline.warehouse.db import writer_lock\n"
-         f"with writer_lock(Path({str(db_path)!r}), 'nightly'):\n    print('locked', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with writer_holding(db_path) as holder:
         write(valid_table(10), tmp_path / "a.parquet")
         proc = run_cli("ingest", "--db", str(db_path), str(tmp_path / "a.parquet"))
         assert proc.returncode == 2
         assert proc.stderr.startswith(f"pipeline ingest: error: database {db_path} is held by another writer "
                                       f"(pid {holder.pid}, `pipeline nightly` since ")
-    finally:
-        holder.kill()
-        holder.wait()
     # the kernel dropped the dead holder's lock: the next writer takes over
     proc = run_cli("ingest", "--db", str(db_path), str(tmp_path / "a.parquet"))
     assert proc.returncode == 0, proc.stderr

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, query, run_cli
+from conftest import query, run_cli, writer_holding
 from test_output_schema import _validator
 from test_rollout import LOW, judge, nights, one_day_config
 
@@ -206,13 +204,7 @@ def test_an_action_while_a_writer_holds_the_warehouse_is_in_force_at_once_and_st
     cfg = nightly_config
     night = nights(db_path, "P")
     judge(db_path, cfg, night[0])
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; from pathlib import Path\n"
-         "from pipeline.warehouse.db import writer_lock\n"
-         f"with writer_lock(Path({str(db_path)!r}), 'nightly'):\n    print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with writer_holding(db_path):
         args = ("rollout", "rollback", "--release", "4.12", "--segment", LOW, "--reason", "pagerduty:INC9",
                 "--no-alerts", "--as-of", _at(night[0] + timedelta(hours=3)))
         out = _cli(db_path, cfg, *args)
@@ -220,9 +212,6 @@ def test_an_action_while_a_writer_holds_the_warehouse_is_in_force_at_once_and_st
         assert _cli(db_path, cfg, *args)["outcome"] == "already"
         view = _cli(db_path, cfg, "state", "--release", "4.12", "--as-of", _at(night[0] + timedelta(hours=4)))
         assert _low(view)["route"] == "cloud"
-    finally:
-        holder.kill()
-        holder.wait()
     result, recorded = judge(db_path, cfg, night[0] + timedelta(hours=5))  # the next writer folds it in
     assert query(db_path, "SELECT action, reason FROM rollout_actions") == [("rollback", "pagerduty:INC9")]
     assert _route(result, cfg, recorded.states)[0] == "cloud"

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import ROOT, query, run_cli, valid_table, wait_until, write
+from conftest import ROOT, query, run_cli, valid_table, wait_until, write, writer_holding
 
 AS_OF = "2026-12-01"
 GATE_CODES = {"keep_edge": 0, "partial_rollback": 1, "rollback_to_cloud": 1, "insufficient_data": 3}
@@ -26,18 +26,6 @@ def _timed(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Co
     start = time.monotonic()
     done = run_cli(*args, env=env)
     return done, time.monotonic() - start
-
-
-def _hold(db: Path) -> subprocess.Popen:
-    """Another process holding the writer lock and the file read-write, as the nightly job does."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import time, duckdb; from pathlib import Path\n"
-         "from pipeline.warehouse.db import writer_lock\n"
-         f"with writer_lock(Path({str(db)!r}), 'nightly'):\n"
-         f"    con = duckdb.connect({str(db)!r}); print('held', flush=True); time.sleep(120)"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    assert holder.stdout.readline().strip() == "held"
-    return holder
 
 
 def test_reads_during_an_ingest_and_a_nightly_never_wait_and_match_the_snapshot_they_read(tmp_path):
@@ -126,12 +114,8 @@ def test_a_publish_killed_midway_leaves_the_previous_snapshot_and_the_next_write
         killed.send_signal(signal.SIGKILL)
         killed.wait()
     assert _snapshots(db) == [before]  # the half copy is not a snapshot
-    holder = _hold(db)
-    try:
+    with writer_holding(db, open_file=True):
         done = run_cli("sql", "--db", str(db), "SELECT count(*) AS n FROM events", "--format", "csv")
-    finally:
-        holder.kill()
-        holder.wait()
     assert (done.returncode, done.stdout) == (0, "n\n300\n"), done.stderr
     assert f"read snapshot {before.stem} " in done.stderr
     assert run_cli("ingest", "--db", str(db), str(tmp_path / "c.parquet")).returncode == 0
@@ -150,13 +134,9 @@ def test_how_many_snapshots_are_kept_and_none_at_all(tmp_path):
     assert [query(p, "SELECT count(*) FROM events")[0][0] for p in kept] == [150, 200]
     assert all(not os.access(p, os.W_OK) or os.geteuid() == 0 for p in kept)
     assert all(p.stat().st_mode & 0o222 == 0 for p in kept)  # read-only files
-    holder = _hold(db)
-    try:
+    with writer_holding(db, open_file=True):
         off = run_cli("--busy-timeout", "0.5", "sql", "--db", str(db), "SELECT 1", env={"PIPELINE_SNAPSHOTS": "0"})
         bad = run_cli("sql", "--db", str(db), "SELECT 1", env={"PIPELINE_SNAPSHOTS": "two"})
-    finally:
-        holder.kill()
-        holder.wait()
     assert off.returncode == 0, off.stderr  # 0 only stops publishing; the existing snapshots are still read
     assert (bad.returncode, bad.stderr) == (
         2, "pipeline sql: error: PIPELINE_SNAPSHOTS='two' is not a whole number of snapshots to keep (0: none)\n")
