@@ -37,7 +37,7 @@ DEFAULT_BUSY_TIMEOUT_S = 30.0
 BUSY_TIMEOUT_ENV = "PIPELINE_BUSY_TIMEOUT"
 _busy_timeout: float | None = None
 # Tests only: "checkpoint" makes the next commit's checkpoint fail inside DuckDB (a crash in the commit).
-FAULT_ENV = "PIPELINE_TEST_FAULT"
+FAULT_ENV = snapshots.FAULT_ENV
 
 
 def default_db_path() -> Path:
@@ -280,8 +280,9 @@ def writing(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 SANDBOX_TEMP_LIMIT = "2GB"
 
 
-_chosen: dict[Path, snapshots.Snapshot | None] = {}  # per warehouse: what this command reads (one_source)
-_holders: dict[Path, str] = {}  # who held it then, for the message
+# per warehouse: what this command reads (one_source): None for the file itself, else the snapshot and who
+# held the warehouse then, for the message
+_chosen: dict[Path, tuple[snapshots.Snapshot, str] | None] = {}
 _pinned = False
 
 
@@ -291,7 +292,6 @@ def one_source() -> Iterator[None]:
     itself, or the snapshot it found when another process held the file; never a mix of both."""
     global _pinned
     _chosen.clear()
-    _holders.clear()
     _pinned = True
     try:
         yield
@@ -301,13 +301,13 @@ def one_source() -> Iterator[None]:
 
 def served() -> list[tuple[snapshots.Snapshot, str]]:
     """The snapshots this command read instead of a held warehouse, each with who held the warehouse."""
-    return [(s, _holders.get(key, "another process")) for key, s in _chosen.items() if s is not None]
+    return [chosen for chosen in _chosen.values() if chosen is not None]
 
 
 def served_dict(path: Path) -> dict | None:
     """What `path`'s readers read: None for the warehouse itself, else the snapshot's id, time and path."""
     chosen = _chosen.get(path.resolve())
-    return chosen.to_dict() if chosen else None
+    return chosen[0].to_dict() if chosen else None
 
 
 def held_by_another(path: Path) -> bool:
@@ -332,12 +332,11 @@ def _read_target(path: Path) -> tuple[Path, snapshots.Snapshot | None]:
     if _pinned and key in _chosen:
         chosen = _chosen[key]
     else:
-        chosen = snapshots.newest(path) if key not in _held and held_by_another(path) else None
-        if chosen:
-            _holders[key] = holder_text(path)
+        newest = snapshots.newest(path) if key not in _held and held_by_another(path) else None
+        chosen = (newest, holder_text(path)) if newest else None
         if _pinned:
             _chosen[key] = chosen
-    return (chosen.path, chosen) if chosen else (path, None)
+    return (chosen[0].path, chosen[0]) if chosen else (path, None)
 
 
 def connect_read(path: Path, sandbox: bool = False, wait: float | None = None) -> duckdb.DuckDBPyConnection:
@@ -358,7 +357,7 @@ def connect_read(path: Path, sandbox: bool = False, wait: float | None = None) -
             con = _open(target, read_only=True, config=config)
         except DatabaseError:  # removed by a newer publish between the listing and the opening
             _chosen.pop(path.resolve(), None)
-            target, snapshot = _read_target(path)
+            target, _ = _read_target(path)
             con = _open(target, read_only=True, config=config)
     if sandbox:
         con.execute("SET lock_configuration = true")
@@ -399,7 +398,7 @@ def holder_lock(lock_path: Path, command: str, busy: str, wait: float = 0.0) -> 
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if _holder(lock_path).get("command") in BRIEF_HOLDERS:
+                if time.monotonic() >= deadline and _holder(lock_path).get("command") in BRIEF_HOLDERS:
                     deadline = max(deadline, start + busy_timeout())
                 if time.monotonic() >= deadline:
                     waited = f"; waited {wait:g} s" if wait else ""

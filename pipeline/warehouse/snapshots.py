@@ -1,10 +1,10 @@
-"""Snapshots of the warehouse that readers read while a writer holds it (docs/nightly.md, "Readers never wait").
+"""Snapshots of the warehouse that readers read while a writer holds it (docs/writer-lock.md, "Snapshots").
 
 DuckDB lets no process open a file another one holds read-write, so while the nightly job writes, `gate`,
 `explain`, `state`, `history`, `report`, `query` and `sql` read the newest snapshot instead: a byte copy of the
 whole warehouse file in `<db>.snapshots/<id>.duckdb`, taken by the writer while it holds the writer lock and
 has the file closed (every transaction committed and checkpointed), so the copy is a consistent warehouse. A
-copy of the file costs about what the disk does (1.2 GB, 20M events: ~1 s here, `bench/warehouse.py`); serving
+copy of the file costs about what the disk does (1.2 GB, 20M events: 0.9 s here, `bench/snapshots.py`); serving
 the tables through DuckDB's COPY FROM DATABASE took 20 s for the same file.
 
 - publish: copy to `.tmp-<id>` beside them, fsync, chmod read-only, rename (atomic): a writer killed mid-copy
@@ -32,7 +32,8 @@ KEEP_ENV = "PIPELINE_SNAPSHOTS"
 DEFAULT_KEEP = 2
 PUBLISH_EVERY_S = 60.0
 _ID_FORMAT = "%Y%m%dT%H%M%S.%fZ"
-# Tests only: "publish" stops a publish halfway through its copy, so a test can kill it there.
+# Tests only (the variable db.py's "checkpoint" fault reads too): "publish" stops a publish halfway through its
+# copy, so a test can kill it there.
 FAULT_ENV = "PIPELINE_TEST_FAULT"
 
 
