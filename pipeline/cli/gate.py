@@ -167,11 +167,7 @@ def _rollout_of(args: argparse.Namespace, config: Any, segment: str) -> dict[str
     with db.reading(_db(args)) as con:
         states = rollout.current(con, args.release, config, clock.now(_as_of(args)),
                                  recorded(con, args.release, _db(args)))
-    if segment not in states:
-        return None
-    route, why = rollout.route_for(segment, states, config)
-    s = states[segment]
-    return {"state": s.state, "route": route, "route_reason": why, "held": s.held or None, "override": s.override}
+    return rollout.standing(segment, states, config) if segment in states else None
 
 
 def cmd_drill(args: argparse.Namespace) -> int:

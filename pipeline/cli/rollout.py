@@ -49,8 +49,6 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         raise UsageError("promote needs --until TIME: an accepted failure must expire")
     if until is not None and until <= now:
         raise UsageError(f"--until {args.until} is not after now ({now:%Y-%m-%d %H:%M} UTC)")
-    if args.gate and args.action != "promote":
-        raise UsageError("--gate is for promote only")
     segment = args.segment or people.WHOLE
     path = _db(args)
     with db.reading(path) as con:
@@ -62,7 +60,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     if segment != people.WHOLE and segment not in states:
         known = ", ".join(k for k in sorted(states) if k != rollout.RELEASE)
         raise UsageError(f"--segment {segment!r}: release {args.release} has no such segment; segments: {known}")
-    _check_gates(args.gate, config)
+    _check_gates(args.gate)
     scope = [k for k in states if k == segment or segment == people.WHOLE]
     routes = rollout.routes(states, config)
     previous = {k: {"state": states[k].state, "route": routes.get(k, ("", ""))[0] or None,
@@ -93,7 +91,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_gates(gates: list[str], config: Any) -> None:
+def _check_gates(gates: list[str]) -> None:
     from pipeline.common.registry import GATE_NAMES
 
     for g in gates:
@@ -106,10 +104,7 @@ def _show(args: argparse.Namespace, action: Any, outcome: str, states: dict[str,
     from pipeline.common.output_schema import SCHEMA_VERSION
     from pipeline.rollout import state as rollout
 
-    routes = rollout.routes(states, config)
-    rows = {k: {"state": states[k].state, "route": routes[k][0] if k in routes else None,
-                "route_reason": routes[k][1] if k in routes else states[k].reason, "held": states[k].held or None,
-                "override": states[k].override} for k in sorted(scope) if k in states}
+    rows = {k: rollout.standing(k, states, config) for k in sorted(scope) if k in states}
     if args.json:
         _emit_json({"schema_version": SCHEMA_VERSION, "outcome": outcome, "action": action.to_dict(),
                     "status": rollout.status(states).kind, "segments": rows})

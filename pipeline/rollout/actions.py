@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pipeline.rollout import pending
+from pipeline.warehouse import sqlfiles
+
 ACTIONS = ("pause", "resume", "rollback", "promote")
 WHOLE = "*"  # the scope of an action on every segment of the release
 FORCING = ("rollback", "promote")
@@ -127,9 +130,6 @@ def first_breach(promote: Action, looks: list[Any], at: datetime) -> Any | None:
 def recorded(con: Any, release: str, db_path: Any = None) -> list[Action]:
     """The release's actions, oldest first: stored, and (given the warehouse's path) those waiting in its
     pending file for the writer that holds it."""
-    from pipeline.rollout import pending
-    from pipeline.warehouse import sqlfiles
-
     acts: dict[str, Action] = {}
     if schema_current(con):
         cur = sqlfiles.run(con, "rollout/actions", {"release": release})
@@ -144,6 +144,4 @@ def recorded(con: Any, release: str, db_path: Any = None) -> list[Action]:
 
 def schema_current(con: Any) -> bool:
     """False for a warehouse no writer of this version has opened yet (read-only readers cannot add tables)."""
-    from pipeline.warehouse import sqlfiles
-
     return bool(sqlfiles.run(con, "rollout/schema_current").fetchone()[0])

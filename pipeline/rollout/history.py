@@ -177,13 +177,13 @@ def history(con: Any, release: str, limit: int = 20,
             acts: list[people.Action] | None = None) -> tuple[list[str], list[tuple]]:
     """The newest `limit` evaluations; times are UTC and say so. Each row's last column, `overrides`, names
     the people's actions in force when it was made (`acts`): its verdict is the gate's own, beside them."""
+    acts = acts or []
     cur = sqlfiles.run(con, "gate/history", {"release": release, "limit": limit})
     columns = [d[0] for d in cur.description] + ["overrides"]
+    when = columns.index("evaluated_at")
     rows = []
     for r in cur.fetchall():
-        at = r[columns.index("evaluated_at")]
-        live = [a for a in acts or [] if a.action != "resume" and a.taken_at <= at
-                and people.in_force(acts or [], (a.action,), a.segment, at) is a]
+        live = [a for a in acts if a.action != "resume" and people.in_force(acts, (a.action,), a.segment, r[when]) is a]
         rows.append((*(v.replace(tzinfo=UTC) if isinstance(v, datetime) else v for v in r),
                      "; ".join(f"{a.action} {a.segment}: {a.describe()}" for a in live) or None))
     return columns, rows

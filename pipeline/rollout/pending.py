@@ -86,8 +86,7 @@ def take(db_path: Path, queue: Queue = EVALUATIONS) -> Taken:
     pending = pending_path(db_path, queue)
     taken = Taken()
     with _locked(db_path, queue):
-        leftovers = sorted(pending.parent.glob(pending.name.removesuffix(".jsonl") + ".folding-*"),
-                           key=lambda p: p.stat().st_mtime)
+        leftovers = sorted(_folding(pending), key=lambda p: p.stat().st_mtime)
         if pending.exists():
             folding = pending.with_name(f"{pending.name.removesuffix('.jsonl')}.folding-{os.getpid()}-"
                                         f"{next(_folds)}")
@@ -116,13 +115,18 @@ def peek(db_path: Path, queue: Queue) -> list[dict[str, Any]]:
     adds to the stored ones."""
     pending = pending_path(db_path, queue)
     rows = []
-    for path in [*pending.parent.glob(pending.name.removesuffix(".jsonl") + ".folding-*"), pending]:
+    for path in [*_folding(pending), pending]:
         try:
             lines = path.read_bytes().splitlines(keepends=True)
         except FileNotFoundError:
             continue
         rows += [row for row in map(lambda line: _parse(line, queue), lines) if row is not None]
     return rows
+
+
+def _folding(pending: Path) -> list[Path]:
+    """The files of folds under way (or crashed) beside the pending file."""
+    return list(pending.parent.glob(pending.name.removesuffix(".jsonl") + ".folding-*"))
 
 
 def _parse(line: bytes, queue: Queue) -> dict[str, Any] | None:

@@ -68,7 +68,6 @@ class Look:
     at: datetime = datetime.min  # when it was evaluated: orders it among the actions
 
 
-
 @dataclass(frozen=True)
 class SegmentState:
     segment: str
@@ -167,12 +166,16 @@ Holds = Callable[[str, Look], "str | None"]
 
 def holding(acts: list[people.Action], policy: Rollout) -> Holds:
     """What holds a segment's moves toward the edge at a look: its failing hold gates, a pause, a window."""
+    window_at: dict[datetime, str | None] = {}  # every segment's look of an evaluation shares its time
+
     def hold(segment: str, look: Look) -> str | None:
         parts = [f"hold gate failed: {', '.join(look.held_gates)}"] if look.held_gates else []
         pause = people.in_force(acts, ("pause",), segment, look.at)
         if pause:
             parts.append(pause.describe())
-        window = windows.hold(policy, look.at)
+        if look.at not in window_at:
+            window_at[look.at] = windows.hold(policy, look.at)
+        window = window_at[look.at]
         if window:
             parts.append(window)
         return "; ".join(parts) or None
@@ -228,7 +231,7 @@ def current(con: Any, release: str, config: Config, now: datetime, acts: list[pe
 def looks_of(result: dict[str, Any]) -> dict[str, Look]:
     """The looks of a stored evaluation (GateResult.to_dict()), by segment key."""
     day = datetime.fromisoformat(result["as_of"].replace("Z", "")).date()
-    at = datetime.fromisoformat(result["evaluated_at"].replace("Z", ""))
+    at = _evaluated_at(result)
     looks = {}
     for s in result["segments"]:
         key = f"{s['task']}/{s['device_tier']}/{s['network_bucket']}"
@@ -399,6 +402,13 @@ def _route_for(segment: str, states: dict[str, SegmentState], config: Config) ->
     if s.last_decision in ("", Verdict.INSUFFICIENT_DATA):
         return config.routing.insufficient_data_route, "not enough data to judge"
     return Route.EDGE, "all gates pass"
+
+
+def standing(segment: str, states: dict[str, SegmentState], config: Config) -> dict[str, Any]:
+    """One segment as people act on it: the gate's own state, the route and why, what holds it, the override."""
+    s = states[segment]
+    route, why = route_for(segment, states, config) if segment != RELEASE else (None, s.reason)
+    return {"state": s.state, "route": route, "route_reason": why, "held": s.held or None, "override": s.override}
 
 
 def routes(states: dict[str, SegmentState], config: Config, previous: Any = None) -> dict[str, tuple[str, str]]:
