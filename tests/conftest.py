@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TypeVar
 
@@ -137,6 +140,27 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240)
     full_env = {**os.environ, "CI": "", **(env or {})}
     return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=ROOT)
+
+
+class LocalHttp:
+    """An HTTP server on 127.0.0.1 (a free port, its own thread) for webhook tests: each POST's JSON body goes to
+    `post(handler, body)`, which answers through the handler; `url` ends in `path`. close() stops it."""
+
+    def __init__(self, post: Callable[[BaseHTTPRequestHandler, dict], None], path: str):
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                post(self, json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}{path}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 @contextmanager

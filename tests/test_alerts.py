@@ -6,13 +6,13 @@ import dataclasses
 import io
 import json
 import socket
-import threading
 import time
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import duckdb
 import pytest
+from conftest import LocalHttp
 from test_gate import AS_OF, START, load
 
 from pipeline.common.config import load_config
@@ -24,36 +24,23 @@ from pipeline.warehouse import db
 from pipeline.warehouse.aggregate import use_settings
 
 
-class Receiver:
+class Receiver(LocalHttp):
     """A webhook receiver that answers from a script: codes, or 'sleep' to time out."""
 
     def __init__(self, script: list):
         self.script, self.received, self.calls = list(script), [], 0
-        receiver = self
+        super().__init__(self.post, "/hook")
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                receiver.calls += 1
-                action = receiver.script.pop(0) if receiver.script else 200
-                if action == "sleep":
-                    time.sleep(1.5)
-                    action = 200
-                self.send_response(action)
-                self.end_headers()
-                if action == 200:
-                    receiver.received.append((self.headers["Idempotency-Key"], body))
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def post(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+        self.calls += 1
+        action = self.script.pop(0) if self.script else 200
+        if action == "sleep":
+            time.sleep(1.5)
+            action = 200
+        handler.send_response(action)
+        handler.end_headers()
+        if action == 200:
+            self.received.append((handler.headers["Idempotency-Key"], body))
 
 
 @pytest.fixture

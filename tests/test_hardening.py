@@ -14,15 +14,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import duckdb
 import pytest
 import yaml
-from conftest import ROOT, counts, run_cli, valid_table, wait_until, write
+from conftest import ROOT, LocalHttp, counts, run_cli, valid_table, wait_until, write
 
 from pipeline.cli.main import HARD_STOP
 
@@ -338,33 +337,21 @@ def test_a_db_in_a_missing_folder_is_refused_and_init_creates_it(tmp_path, comma
 # 9. webhook delivery: one deadline per run, Retry-After capped by it, no lock held on the network
 
 
-class Hook:
-    """A webhook receiver on 127.0.0.1; `answer(handler)` returns the status and headers to send."""
+class Hook(LocalHttp):
+    """A webhook receiver on 127.0.0.1; `answer(body)` returns the status and headers to send."""
 
     def __init__(self, answer):
         self.calls: list[dict] = []
-        hook = self
+        self.answer = answer
+        super().__init__(self.post, "/hook")
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                hook.calls.append(body)
-                code, headers = answer(body)
-                self.send_response(code)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def post(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+        self.calls.append(body)
+        code, headers = self.answer(body)
+        handler.send_response(code)
+        for k, v in headers.items():
+            handler.send_header(k, v)
+        handler.end_headers()
 
 
 def webhook_config(tmp_path: Path, url: str, **alerts) -> Path:

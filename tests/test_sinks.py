@@ -6,14 +6,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from conftest import LocalHttp
 from test_alerts import evaluate, postmortem_db, statuses  # noqa: F401 (fixture)
 from test_gate import AS_OF
 
@@ -63,45 +63,32 @@ def slack_problems(body: dict) -> list[str]:
     return problems
 
 
-class Service:
+class Service(LocalHttp):
     """An HTTP receiver that checks every request and answers from a script: a status code, or
     (code, {headers}); a request that breaks the rules gets 400 with the problems, as the real service."""
 
     def __init__(self, check: Callable[[dict], list[str]], script: list):
-        self.script, self.accepted, self.calls = list(script), [], 0
-        service = self
+        self.script, self.accepted, self.calls, self.check = list(script), [], 0, check
+        super().__init__(self.post, "/v2/enqueue")
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                service.calls += 1
-                problems = check(body)
-                action = service.script.pop(0) if service.script else 202
-                code, headers = action if isinstance(action, tuple) else (action, {})
-                if problems:
-                    code = 400
-                answer = {"status": "success", "message": "Event processed"} if code < 300 else \
-                    {"status": "invalid event", "message": "Event object is invalid", "errors": problems or ["x"]}
-                data = json.dumps(answer).encode()
-                self.send_response(code)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-                if code < 300:
-                    service.accepted.append(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v2/enqueue"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def post(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+        self.calls += 1
+        problems = self.check(body)
+        action = self.script.pop(0) if self.script else 202
+        code, headers = action if isinstance(action, tuple) else (action, {})
+        if problems:
+            code = 400
+        answer = {"status": "success", "message": "Event processed"} if code < 300 else \
+            {"status": "invalid event", "message": "Event object is invalid", "errors": problems or ["x"]}
+        data = json.dumps(answer).encode()
+        handler.send_response(code)
+        for k, v in headers.items():
+            handler.send_header(k, v)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+        if code < 300:
+            self.accepted.append(body)
 
 
 @pytest.fixture
