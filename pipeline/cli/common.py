@@ -116,7 +116,30 @@ def _share(text: str) -> float:
     return value
 
 
+def _landing(text: str) -> Path | str:
+    """A landing argument: an s3:// URI stays text (a Path would fold its `//`), anything else is a path."""
+    from pipeline.ingest.object_store import is_uri, parse_uri
+
+    if is_uri(text):
+        parse_uri(text)  # an unusable URI is a usage error before any work
+        return text
+    return Path(text)
+
+
+def _check_landing(args: argparse.Namespace, engine: str) -> None:
+    """--landing names a folder or a bucket the chosen engine reads."""
+    if isinstance(args.landing, str):
+        if engine == "spark":
+            raise UsageError(f"--landing {args.landing}: the Spark engine reads local or Spark-readable paths; "
+                             "an s3:// landing is read by the DuckDB engine (--engine duckdb)")
+    elif not args.landing.is_dir():
+        raise UsageError(f"--landing {args.landing} is not a folder")
+
+
 def _ingest_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--relist", action="store_true",
+                   help="list an s3:// landing whole, not from the date folder of the last key seen (finds objects "
+                        "written late into older folders; objects read before are still not fetched again)")
     p.add_argument("--validate-batch-rows", type=int, default=None, metavar="N",
                    help="rows of whole files validated per Great Expectations run (default 1,000,000; memory vs speed)")
     p.add_argument("--reader-timeout", type=float, default=None, metavar="SECONDS",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from pipeline.cli.common import (
@@ -20,6 +19,7 @@ from pipeline.cli.common import (
     _format,
     _format_option,
     _ingest_options,
+    _landing,
     _ProgressBar,
     _reader_limits,
     _refresh_rollup,
@@ -55,10 +55,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if spark is not None:
             from pipeline.ingest.spark import ingest_spark
 
+            if any(isinstance(p, str) for p in args.paths):
+                raise UsageError("an s3:// landing is read by the DuckDB engine (--engine duckdb); the Spark "
+                                 "engine reads local or Spark-readable paths")
             result = ingest_spark(wh, spark, args.paths, now=_as_of(args), progress=progress)
         else:
             result = ingest(wh, args.paths, now=_as_of(args), progress=progress,
-                            batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, reader=_reader_limits(args))
+                            batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, reader=_reader_limits(args),
+                            landing=config.landing, relist=args.relist)
         rollup = _refresh_rollup(args, config, spark=spark, warehouse=wh)
     if args.json:
         _emit_json({**result.to_dict(), "rollup": rollup.to_dict()})
@@ -161,7 +165,8 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("ingest", help="validate and load telemetry Parquet files or folders")
-    p.add_argument("paths", nargs="+", type=Path, help="Parquet files, or folders searched for *.parquet")
+    p.add_argument("paths", nargs="+", type=_landing,
+                   help="Parquet files, folders searched for *.parquet, or s3://bucket/prefix (docs/landing.md)")
     _db_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     _ingest_options(p)

@@ -15,6 +15,7 @@ from pipeline.cli.common import (
     _announce_new_warehouse,
     _as_of,
     _as_of_option,
+    _check_landing,
     _config,
     _config_option,
     _db,
@@ -23,6 +24,7 @@ from pipeline.cli.common import (
     _engine_name,
     _engine_options,
     _ingest_options,
+    _landing,
     _reader_limits,
     _spark,
 )
@@ -35,9 +37,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from pipeline.ingest.run import DEFAULT_BATCH_ROWS
     from pipeline.jobs.nightly import run_nightly
 
-    if not args.landing.is_dir():
-        raise UsageError(f"--landing {args.landing} is not a folder")
     config = _config(args)
+    _check_landing(args, _engine_name(args, config))
     if args.report_dir and _engine_name(args, config) == "spark":
         raise UsageError("--report-dir: the HTML report reads events from the DuckDB file and is not built on "
                          "the Spark engine yet; run the nightly job without it")
@@ -46,7 +47,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         run, results = run_nightly(_db(args), args.landing, config, as_of=_as_of(args), engine=spark,
                                    routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
                                    batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS,
-                                   reader=_reader_limits(args), report_dir=args.report_dir)
+                                   reader=_reader_limits(args), report_dir=args.report_dir, relist=args.relist)
     if args.json:
         _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
     else:
@@ -61,16 +62,15 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from pipeline.jobs.nightly import run_nightly
     from pipeline.jobs.schedule import make_trigger, run_scheduler
 
-    if not args.landing.is_dir():
-        raise UsageError(f"--landing {args.landing} is not a folder")
     config = _config(args)
+    _check_landing(args, _engine_name(args, config))
     trigger = make_trigger(args.cron, args.interval_seconds, args.timezone)
     spark = _spark(args, config)  # one session for every run
 
     def job() -> None:
         run, _ = run_nightly(_db(args), args.landing, _config(args), routing_dir=args.routing_dir, kind="scheduled",
                              batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, reader=_reader_limits(args),
-                             engine=spark)
+                             engine=spark, relist=args.relist)
         print(run, flush=True)
 
     why = run_scheduler(_db(args), args.landing, config, trigger, args.misfire_grace_hours * 3600, job)
@@ -110,7 +110,8 @@ def cmd_alerts_test(args: argparse.Namespace) -> int:
 def add_commands(sub: Any) -> None:
     """This group's subcommands, in the order `pipeline --help` lists them."""
     p = sub.add_parser("nightly", help="the main job once: ingest new files, refresh the rollup, judge releases")
-    p.add_argument("--landing", type=Path, required=True, help="folder where telemetry Parquet lands")
+    p.add_argument("--landing", type=_landing, required=True,
+                   help="folder, or s3://bucket/prefix, where telemetry Parquet lands (docs/landing.md)")
     _db_option(p)
     _config_option(p)
     _as_of_option(p)
@@ -123,7 +124,8 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_nightly)
 
     p = sub.add_parser("schedule", help="keep running and fire the nightly job on a cron schedule (APScheduler)")
-    p.add_argument("--landing", type=Path, required=True, help="folder where telemetry Parquet lands")
+    p.add_argument("--landing", type=_landing, required=True,
+                   help="folder, or s3://bucket/prefix, where telemetry Parquet lands (docs/landing.md)")
     _db_option(p)
     _config_option(p)
     p.add_argument("--cron", default="0 2 * * *", help="crontab expression (default: 02:00 every day)")

@@ -351,6 +351,33 @@ class EngineSettings:
 
 
 @dataclass(frozen=True)
+class LandingSettings:
+    """Where an s3:// landing's store is (pipeline/ingest/object_store.py). Credentials never go here: boto3 finds
+    them in the environment, AWS_PROFILE and ~/.aws, or the instance role."""
+    endpoint_url: str = _f("", help="an S3-compatible store's address (https://minio.example:9000); '' = "
+                                    "AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else AWS S3 itself")
+    region: str = _f("", help="the bucket's region; '' = AWS_REGION / AWS_DEFAULT_REGION or the profile's")
+    retry_seconds: float = _f(120.0, 0, 86_400, help="how long a listing or a fetch is retried on a 5xx, 429, "
+                                                       "timeout or dropped connection before the run fails")
+    fetchers: int = _f(8, 1, 256, help="objects fetched at once")
+    spool_mb: int = _f(1024, 16, 1_048_576, help="fetched objects kept on local disk at once (TMPDIR) while "
+                                                  "they are read and stored; a larger object is read alone")
+
+
+# keys of the landing section that would hold a credential: refused with where credentials go instead
+_SECRET_WORDS = ("secret", "password", "access_key", "token", "credential")
+
+
+def _check_no_secrets(raw: dict) -> None:
+    landing = raw.get("landing")
+    if isinstance(landing, dict):
+        for key in landing:
+            if any(word in str(key).lower() for word in _SECRET_WORDS):
+                raise ValueError(f"landing.{key}: credentials never go in this file (it is committed); set "
+                                 "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or use an instance role")
+
+
+@dataclass(frozen=True)
 class Config:
     version: int = _f(1, 1, 1)
     min_rows_per_segment: int = _f(200, 1, 10_000_000)
@@ -374,6 +401,7 @@ class Config:
     rollout: Rollout = Rollout()
     costs: Costs = Costs()
     engine: EngineSettings = EngineSettings()
+    landing: LandingSettings = LandingSettings()
     source: str = ""
     digest: str = ""
 
@@ -450,6 +478,8 @@ def load_config(path: Path | None = None) -> Config:
     raw = read_yaml(path, "config") or {}
     try:
         overrides = raw.pop("task_overrides", None) if isinstance(raw, dict) else None
+        if isinstance(raw, dict):
+            _check_no_secrets(raw)
         config = build(Config, raw, "", Config(), skip=("source", "digest"))
         _check_rollout(config)
         _check_sinks(config.alerts)

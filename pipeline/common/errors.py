@@ -6,6 +6,7 @@
     ├── DatabaseBusy         another process holds the database for writing
     ├── DatabaseError        the database cannot be opened or is not ours
     ├── UnknownRelease       --release names a release with no rows
+    ├── BucketError          an object-store landing failed for good (names the bucket and key, never a secret)
     ├── EngineError          the Spark engine failed a query (names the sql/ file and Spark's error class)
     └── StatementTimeout     ad hoc SQL ran past its time limit (exit 124, like timeout(1))
     TransientError           worth retrying later (webhook down, timeout); never exit 1
@@ -36,6 +37,10 @@ class DatabaseError(PipelineError):
 
 
 class UnknownRelease(PipelineError):
+    pass
+
+
+class BucketError(PipelineError):
     pass
 
 

@@ -36,7 +36,8 @@ def non_parquet_files(landing: Path) -> list[Path]:
                   and not any(part.startswith(".") for part in p.relative_to(landing).parts))
 
 
-def problems(con: Any, landing: Path, ingested: dict[str, Any], config: Config, now: datetime) -> list[dict[str, Any]]:
+def problems(con: Any, landing: Path | str, ingested: dict[str, Any], config: Config,
+             now: datetime) -> list[dict[str, Any]]:
     """What is wrong with the data of one run (ingested: IngestResult.to_dict()); [] when nothing is.
     Each problem: kind, a one-line text, and the key that tells one occurrence from another."""
     a = config.alerts
@@ -54,11 +55,16 @@ def problems(con: Any, landing: Path, ingested: dict[str, Any], config: Config, 
                       "text": f"{quarantined:,} of {read:,} rows read were quarantined ({quarantined / read:.1%}, "
                               f"above alerts.max_quarantined_share {a.max_quarantined_share:.0%}); "
                               "see pipeline query quarantine_reasons"})
-    others = non_parquet_files(landing)
-    if others:
-        found.append({"kind": "not_parquet", "key": [str(p) for p in others],
-                      "text": f"{len(others)} files in {landing} are not Parquet and were not read "
-                              f"(e.g. {others[0].name}); convert them: {convert_hint(others[0])}"})
+    if isinstance(landing, Path):
+        others = [str(p) for p in non_parquet_files(landing)]
+        count = len(others)
+    else:  # an s3:// landing: what this run's listing found (its examples, and how many)
+        others = [key for s in ingested.get("sources", []) for key in s["not_parquet_examples"]]
+        count = sum(s["not_parquet"] for s in ingested.get("sources", []))
+    if count:
+        found.append({"kind": "not_parquet", "key": others,
+                      "text": f"{count} files in {landing} are not Parquet and were not read "
+                              f"(e.g. {Path(others[0]).name}); convert them: {convert_hint(others[0])}"})
     aborted = sqlfiles.run(con, "ingest/aborted_runs").fetchall()
     if aborted:
         run_id, kind, started, error = aborted[-1]

@@ -41,7 +41,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import accumulate
 from pathlib import Path
@@ -51,82 +51,17 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.common import clock, stopping
-from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.common.config import LandingSettings
 from pipeline.ingest import isolated, reading
-from pipeline.ingest.landing import discover, shown
+from pipeline.ingest.landing import discover
+from pipeline.ingest.object_store import is_uri, parse_uri
+from pipeline.ingest.results import FileResult, IngestResult
 from pipeline.ingest.rule_results import STAGE, Validation, ValidatorError
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 from pipeline.warehouse.schema import Schema, load_schema
 
 Progress = Callable[[int, int, Path], None]
-
-
-@dataclass
-class FileResult:
-    path: str
-    status: str  # loaded | rejected | skipped | refused (outside the landing folder: never opened)
-    rows_read: int = 0
-    accepted: int = 0
-    quarantined: int = 0
-    duplicates: int = 0
-    reason: str | None = None
-    extra_columns: list[str] = field(default_factory=list)
-    missing_columns: list[str] = field(default_factory=list)
-
-
-@dataclass
-class IngestResult:
-    files: list[FileResult] = field(default_factory=list)
-
-    def _sum(self, key: str) -> int:
-        return sum(getattr(f, key) for f in self.files)
-
-    @property
-    def accepted(self) -> int:
-        return self._sum("accepted")
-
-    def to_dict(self) -> dict[str, Any]:
-        def listed(status: str) -> list[dict[str, str | None]]:
-            return [{"path": f.path, "reason": f.reason} for f in self.files if f.status == status]
-
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "files": len(self.files),
-            "loaded_files": sum(f.status == "loaded" for f in self.files),
-            # a rejected file's rows_read is what its footer claims; none of its rows is stored
-            "rows_read": sum(f.rows_read for f in self.files if f.status == "loaded"),
-            "accepted": self.accepted,
-            "quarantined": self._sum("quarantined"),
-            "duplicates": self._sum("duplicates"),
-            "rejected_files": listed("rejected"),
-            "skipped_files": listed("skipped"),
-            "refused_files": listed("refused"),
-            "per_file": [asdict(f) for f in self.files],
-        }
-
-    def __str__(self) -> str:
-        d = self.to_dict()
-        refused = f", {len(d['refused_files'])} refused" if d["refused_files"] else ""
-        lines = [
-            f"{d['files']} files: {d['loaded_files']} loaded, {len(d['rejected_files'])} rejected, "
-            f"{len(d['skipped_files'])} already ingested{refused}",
-            f"{d['rows_read']} rows read: {d['accepted']} accepted, {d['quarantined']} quarantined, "
-            f"{d['duplicates']} duplicates",
-        ]
-        for f in self.files:
-            name = shown(f.path)  # a newline in a file name must not split its line
-            if f.status in ("rejected", "refused"):
-                lines.append(f"  {f.status:<8} {name}: {shown(f.reason or '')}")
-            elif f.status == "skipped":
-                lines.append(f"  skipped  {name}: {shown(f.reason or '')}")
-            if f.extra_columns:
-                lines.append(f"  note     {name}: ignored columns not in the contract: {', '.join(f.extra_columns)}")
-            if f.missing_columns:
-                lines.append(f"  note     {name}: optional columns absent, loaded as NULL: "
-                             f"{', '.join(f.missing_columns)}")
-        return "\n".join(lines)
-
 
 
 @dataclass
@@ -254,7 +189,7 @@ class _Background:
         return not self._thread.is_alive()
 
 
-def decided_file(path: Path, entry: tuple) -> FileResult:
+def decided_file(path: Path | str, entry: tuple) -> FileResult:
     """A file whose sha256 the manifest already holds (`entry`: status, where, when, reason, rows): skipped, or
     rejected again with the first verdict, without a new manifest row (the Spark ingest says the same)."""
     status, where, when, reason, rows = entry
@@ -274,11 +209,13 @@ def demote(by_file_id: dict[int, FileResult], demoted: Iterable[tuple[int, int]]
             by_file_id[file_id].duplicates += n
 
 
-def _reject(batch: _Batch, index: int, checked: reading.Checked, reason: str, known: dict[str, tuple]) -> None:
-    """A file of this run rejected whole: its manifest row to store, and its sha256 remembered with the
-    verdict, so a copy later in the run is rejected again with it."""
-    known[checked.sha] = ("rejected", str(checked.path), "this run", reason, checked.rows)
-    result = FileResult(str(checked.path), "rejected", rows_read=checked.rows, reason=reason)
+def _reject(batch: _Batch, index: int, checked: reading.Checked, reason: str, known: dict[str, tuple],
+            name: str) -> None:
+    """A file of this run (`name`: as the manifest names it) rejected whole: its manifest row to store, and its
+    sha256 remembered with the verdict, so a copy later in the run is rejected again with it."""
+    reason = reason.replace(str(checked.path), name)  # a message naming a fetched object's local copy
+    known[checked.sha] = ("rejected", name, "this run", reason, checked.rows)
+    result = FileResult(name, "rejected", rows_read=checked.rows, reason=reason)
     batch.jobs.append(_StoreJob(index, result, checked.size, checked.sha))
 
 
@@ -305,8 +242,15 @@ class Ingestor:
         self._stored_before = 0  # the last file_id of the warehouse when the run began
         self._stop = threading.Event()
         self._stored = threading.Semaphore(1)  # stage.validated may be replaced: its batch is stored
+        self._names: dict[Path, str] = {}
 
-    def run(self, files: list[Path], progress: Progress | None = None) -> list[FileResult]:
+    def _name(self, path: Path) -> str:
+        return self._names.get(path, str(path))
+
+    def run(self, files: list[Path], progress: Progress | None = None,
+            names: dict[Path, str] | None = None) -> list[FileResult]:
+        """`names`: what the manifest and the results call a file instead of its path (a fetched object's URI)."""
+        self._names = names or {}
         with self.warehouse.writing() as con:
             known = {row[0]: row[1:] for row in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
             self._stored_before = sqlfiles.run(con, "ingest/last_file_id").fetchone()[0]
@@ -349,12 +293,12 @@ class Ingestor:
         batch_rows = next(sizes)
         for index, checked in enumerate(checks):
             if checked.sha in known:
-                batch.decided.append((index, decided_file(checked.path, known[checked.sha])))
+                batch.decided.append((index, decided_file(self._name(checked.path), known[checked.sha])))
             elif checked.reason is not None:
-                _reject(batch, index, checked, checked.reason, known)
+                _reject(batch, index, checked, checked.reason, known, self._name(checked.path))
             else:
                 _start_loading_gx()
-                known[checked.sha] = ("loaded", str(checked.path), "this run", None, checked.rows)
+                known[checked.sha] = ("loaded", self._name(checked.path), "this run", None, checked.rows)
                 pending.append((index, checked))
                 pending_rows += checked.rows
             if pending_rows >= batch_rows or len(batch.jobs) + len(pending) >= BATCH_FILES:
@@ -398,7 +342,7 @@ class Ingestor:
             except _NOT_THE_FILE:
                 raise
             except duckdb.Error as exc:
-                _reject(batch, index, checked, reading.staging_error(exc), known)
+                _reject(batch, index, checked, reading.staging_error(exc), known, self._name(checked.path))
                 continue
             staged.append((index, checked, first))
             first += checked.rows
@@ -438,9 +382,9 @@ class Ingestor:
                     found.append(f"validator error: {exc}")
         for (index, checked, first), v in zip(staged, found, strict=True):
             if isinstance(v, str):
-                _reject(batch, index, checked, v, known)
+                _reject(batch, index, checked, v, known, self._name(checked.path))
                 continue
-            result = FileResult(str(checked.path), "loaded", rows_read=checked.rows, extra_columns=checked.extra,
+            result = FileResult(self._name(checked.path), "loaded", rows_read=checked.rows, extra_columns=checked.extra,
                                 missing_columns=checked.missing)
             batch.jobs.append(_StoreJob(index, result, checked.size, checked.sha, first, v))
         batch.failures = pa.concat_tables(
@@ -556,10 +500,26 @@ def _validations(group: list[_StoreJob], ids: list[int]) -> pa.Table:
                      pa.array([r.unexpected_count for _, r in rows], pa.int64())], schema=_VALIDATIONS)
 
 
-def ingest(warehouse: Warehouse | Path, paths: list[Path], now: datetime | None = None,
+def ingest(warehouse: Warehouse | Path, paths: list[Path | str], now: datetime | None = None,
            progress: Progress | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
-           reader: isolated.ReaderLimits | None = None) -> IngestResult:
-    landed = discover(paths)  # links out of a landing folder are refused here, never opened
+           reader: isolated.ReaderLimits | None = None, landing: LandingSettings | None = None,
+           relist: bool = False) -> IngestResult:
+    """Local files and folders, and s3:// landings (`landing`: where their store is; `relist`: list each whole)."""
+    now = clock.now(now)  # one moment for every chunk of the run
+    uris = [parse_uri(p) for p in paths if is_uri(p)]  # a bad URI fails before any work
+    landed = discover([Path(p) for p in paths if not is_uri(p)])  # links out of a folder are refused, never opened
     refused = [FileResult(r.path, "refused", reason=r.reason) for r in landed.refused]
     with handle.of(warehouse, "ingest") as wh:
-        return IngestResult(Ingestor(wh, now, batch_rows, reader=reader).run(landed.files, progress) + refused)
+        def read(files: list[Path], names: dict[Path, str] | None = None) -> list[FileResult]:
+            return Ingestor(wh, now, batch_rows, reader=reader).run(files, progress, names)
+
+        result = IngestResult(read(landed.files) if landed.files or not uris else [])
+        if uris:
+            from pipeline.ingest.from_bucket import ingest_bucket  # boto3 only when a bucket is named
+
+            for uri in uris:
+                files, listing = ingest_bucket(wh, uri, read, landing or LandingSettings(), now, relist)
+                result.files += files
+                result.sources.append(listing)
+        result.files += refused
+        return result

@@ -34,8 +34,9 @@ import pyarrow as pa
 
 from pipeline.common import clock, stopping
 from pipeline.ingest.landing import discover
+from pipeline.ingest.results import FileResult
 from pipeline.ingest.rule_results import INDEX, STAGE, STAGED_FILE, RuleResult, Validation, ValidatorError
-from pipeline.ingest.run import FileResult, Progress, decided_file, demote
+from pipeline.ingest.run import Progress, decided_file, demote
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.schema import Schema, load_schema
 from pipeline.warehouse.spark import batches
@@ -398,7 +399,7 @@ class _Stored:
 
 def ingest_spark(where: handle.Warehouse | Path, engine: SparkEngine, paths: list[Path], now: datetime | None = None,
                  progress: Progress | None = None, batch_files: int = DEFAULT_BATCH_FILES) -> Any:
-    from pipeline.ingest.run import IngestResult
+    from pipeline.ingest.results import IngestResult
 
     landed = discover(paths)
     refused = [FileResult(r.path, "refused", reason=r.reason) for r in landed.refused]

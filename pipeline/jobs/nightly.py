@@ -65,7 +65,7 @@ def _step(run: RunResult, name: str, started: float, text: str, **counts: Any) -
     logs.event("nightly", **{"step": name, "run": run.run_id, **counts, "seconds": run.steps[name]["seconds"]})
 
 
-def _check_data(run: RunResult, wh: Warehouse, landing: Path, ingested: dict[str, Any], config: Config,
+def _check_data(run: RunResult, wh: Warehouse, landing: Path | str, ingested: dict[str, Any], config: Config,
                 now: datetime) -> None:
     """Raise a data_quality alert (into the outbox, delivered with the gate's) when the data looks wrong."""
     t = time.perf_counter()
@@ -79,10 +79,11 @@ def _check_data(run: RunResult, wh: Warehouse, landing: Path, ingested: dict[str
           problems=len(found))
 
 
-def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | None = None,
+def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datetime | None = None,
                 routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS, reader: ReaderLimits | None = None,
-                report_dir: Path | None = None, engine: Any = None) -> tuple[RunResult, list[GateResult]]:
+                report_dir: Path | None = None, engine: Any = None,
+                relist: bool = False) -> tuple[RunResult, list[GateResult]]:
     """`engine`: None for DuckDB, else a SparkEngine (pipeline/warehouse/spark/engine.py): events, rollups and
     the gate's SQL on Spark; the run, the manifest, evaluations, rollout state and alerts in the DuckDB file
     either way. One warehouse handle for the whole run (pipeline/warehouse/handle.py): every step gets it."""
@@ -100,15 +101,18 @@ def run_nightly(db_path: Path, landing: Path, config: Config, as_of: datetime | 
 
                 ingested = ingest_spark(wh, engine, [landing], now=now)
             else:
-                ingested = ingest(wh, [landing], now=now, batch_rows=batch_rows, reader=reader)
+                ingested = ingest(wh, [landing], now=now, batch_rows=batch_rows, reader=reader, landing=config.landing,
+                                  relist=relist)
             d = ingested.to_dict()
             _step(run, "ingest", t, f"{d['loaded_files']} files loaded, {len(d['rejected_files'])} rejected, "
                   f"{len(d['skipped_files'])} already in; {d['accepted']} rows accepted, {d['quarantined']} "
                   f"quarantined, {d['duplicates']} duplicates", **{k: v for k, v in d.items() if k != "per_file"})
-            for status in ("rejected", "refused"):
+            for status in ("rejected", "refused", "vanished"):
                 for f in d.get(f"{status}_files", []):
                     line = f"{status:<8} {shown(f['path'])}: {shown(f['reason'])}"
                     run.steps["ingest"]["text"] += f"\n             {line}"
+            for listing in ingested.sources:
+                run.steps["ingest"]["text"] += f"\n             {listing}"
             _check_data(run, wh, landing, d, config, now)
             stopping.check()  # a stop asked for during a step takes effect before the next one
             t = time.perf_counter()

@@ -124,3 +124,22 @@ CREATE TABLE IF NOT EXISTS rollout_actions (
     previous   JSON NOT NULL,         -- per segment of its scope: the state and route before it
     stored_at  TIMESTAMP NOT NULL
 );
+-- objects of an s3:// landing that were fetched and read (pipeline/ingest/from_bucket.py): an object whose
+-- (key, size, etag) is here is not fetched again; new bytes under the same key are (their rows deduplicated)
+CREATE TABLE IF NOT EXISTS landed_objects (
+    source      VARCHAR NOT NULL,      -- s3://bucket
+    key         VARCHAR NOT NULL,
+    size_bytes  BIGINT NOT NULL,
+    etag        VARCHAR NOT NULL,      -- not a content hash (a multipart upload's is md5 of the parts' md5s)
+    version_id  VARCHAR,               -- when the bucket keeps versions
+    sha256      VARCHAR NOT NULL,      -- of the bytes read: the manifest (files) knows the file by it
+    status      VARCHAR NOT NULL,      -- loaded | rejected | skipped (its bytes were ingested before)
+    read_at     TIMESTAMP NOT NULL,
+    PRIMARY KEY (source, key, size_bytes, etag)
+);
+-- per s3:// landing, the last key its listing saw: the next listing starts at that key's date folder
+CREATE TABLE IF NOT EXISTS landing_marks (
+    landing     VARCHAR PRIMARY KEY,   -- s3://bucket/prefix
+    last_key    VARCHAR NOT NULL,
+    listed_at   TIMESTAMP NOT NULL
+);

@@ -1,0 +1,215 @@
+"""Object storage as a landing: listing and fetching the objects under `s3://bucket/prefix`.
+
+Through boto3, the AWS SDK for Python, so credentials and endpoints are found the way every AWS tool finds
+them: the standard chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, the instance or
+container role), and for an S3-compatible store the endpoint from AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL.
+`landing.endpoint_url` and `landing.region` of the config name them in the file instead (never a secret).
+
+Every request is retried on what is temporary (a 5xx such as 503 SlowDown, 429, a timeout, a dropped
+connection, a body cut short) with capped exponential backoff until `landing.retry_seconds` have passed
+since its first try; a listing page is asked for again with the same continuation token, an object is
+fetched again from its first byte. What is permanent (no such bucket, access denied, no credentials) fails
+at once, naming the bucket and key. An object deleted between its listing and its read is reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pipeline.common.errors import BucketError, UsageError
+
+SCHEMES = ("s3://",)
+# gs:// and az:// are not read yet: named so the error says so instead of "no such file"
+_OTHER_SCHEMES = ("gs://", "gcs://", "az://", "abfs://", "abfss://", "wasb://", "wasbs://", "http://", "https://")
+_BACKOFF_FIRST_S, _BACKOFF_MAX_S = 0.2, 5.0
+_CHUNK = 1 << 20  # bytes of an object's body held at a time
+_TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "Throttling", "ThrottlingException", "InternalError",
+                    "ServiceUnavailable", "RequestTimeTooSkewed"}
+T = TypeVar("T")
+
+
+def is_uri(text: str | Path) -> bool:
+    return isinstance(text, str) and "://" in text
+
+
+@dataclass(frozen=True)
+class BucketUri:
+    bucket: str
+    prefix: str  # "" for the whole bucket
+
+    @property
+    def source(self) -> str:
+        return f"s3://{self.bucket}"
+
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    def of(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+
+def parse_uri(text: str) -> BucketUri:
+    """`s3://bucket/prefix` (the prefix may be empty); UsageError naming what is wrong."""
+    if text.startswith(_OTHER_SCHEMES):
+        scheme = text.split("://", 1)[0]
+        raise UsageError(f"{text}: {scheme}:// landings are not read yet; s3:// (AWS S3 or an S3-compatible "
+                         "store) is, and a local folder")
+    if not text.startswith(SCHEMES):
+        raise UsageError(f"{text}: not a landing this pipeline reads; give a local folder or s3://bucket/prefix")
+    bucket, _, prefix = text[len("s3://"):].partition("/")
+    if not bucket:
+        raise UsageError(f"{text}: no bucket named; e.g. s3://telemetry-landing/uploads/")
+    return BucketUri(bucket, prefix)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """An object as the listing shows it: its identity is (key, size, etag)."""
+
+    key: str
+    size: int
+    etag: str
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """An object as it was read: the identity of the bytes fetched (an object replaced since its listing is
+    read as it is now), their sha256, and where they were written."""
+
+    key: str
+    size: int
+    etag: str
+    version_id: str | None
+    sha256: str
+    path: Path
+
+
+def _status_and_code(exc: Exception) -> tuple[int, str]:
+    response = getattr(exc, "response", None) or {}
+    return (int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0),
+            str(response.get("Error", {}).get("Code") or ""))
+
+
+def _transient(exc: Exception) -> bool:
+    from botocore import exceptions as bx
+
+    if isinstance(exc, bx.ClientError):
+        status, code = _status_and_code(exc)
+        return status >= 500 or status == 429 or code in _TRANSIENT_CODES
+    return isinstance(exc, (bx.EndpointConnectionError, bx.ConnectionClosedError, bx.ReadTimeoutError,
+                            bx.ConnectTimeoutError, bx.ResponseStreamingError, bx.IncompleteReadError,
+                            bx.HTTPClientError, _ShortBody))
+
+
+def _said(exc: Exception) -> str:
+    """What went wrong, in one line, without anything from the request's signature or credentials."""
+    status, code = _status_and_code(exc)
+    if code:
+        message = (getattr(exc, "response", None) or {}).get("Error", {}).get("Message") or ""
+        return f"{code}{f' (HTTP {status})' if status else ''}{f': {message}' if message else ''}"
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
+
+
+class _ShortBody(Exception):
+    """Fewer bytes arrived than the object's length: fetched again."""
+
+
+class S3Store:
+    """One bucket's objects. `retry_seconds`: how long a request is retried on what is temporary;
+    `fetchers`: connections kept for concurrent fetches."""
+
+    def __init__(self, uri: BucketUri, endpoint_url: str = "", region: str = "", retry_seconds: float = 120.0,
+                 fetchers: int = 8, list_page: int = 1000):
+        import boto3
+        from botocore.config import Config as BotoConfig
+
+        self.uri, self.retry_seconds, self.list_page = uri, retry_seconds, list_page
+        endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        config = BotoConfig(retries={"mode": "standard", "max_attempts": 1},  # retried here, within a deadline
+                            connect_timeout=10, read_timeout=60, max_pool_connections=max(1, fetchers),
+                            # an S3-compatible store at an address of its own rarely has per-bucket host names
+                            s3={"addressing_style": "path" if endpoint else "auto"})
+        self._client = boto3.session.Session().client("s3", endpoint_url=endpoint_url or None,
+                                                      region_name=region or None, config=config)
+
+    def _retrying(self, what: str, attempt: Callable[[], T]) -> T:
+        from botocore import exceptions as bx
+
+        deadline = time.monotonic() + self.retry_seconds
+        wait, tries = _BACKOFF_FIRST_S, 0
+        while True:
+            tries += 1
+            try:
+                return attempt()
+            except (bx.BotoCoreError, bx.ClientError, _ShortBody) as exc:
+                if isinstance(exc, bx.NoCredentialsError):
+                    raise BucketError(f"{what}: no AWS credentials found (environment, AWS_PROFILE and ~/.aws, "
+                                      "or an instance role)") from None
+                if not _transient(exc):
+                    raise
+                if time.monotonic() + wait > deadline:
+                    raise BucketError(f"{what}: still failing after {tries} tries in {self.retry_seconds:g} s "
+                                      f"(landing.retry_seconds): {_said(exc)}") from None
+                time.sleep(wait)
+                wait = min(wait * 2, _BACKOFF_MAX_S)
+
+    def _permanent(self, what: str, exc: Exception) -> BucketError:
+        return BucketError(f"{what}: {_said(exc)}")
+
+    def pages(self, start_after: str = "") -> Iterator[list[Listed]]:
+        """The objects under the prefix in key order, a page at a time, from the first key after `start_after`."""
+        from botocore import exceptions as bx
+
+        what = f"listing {self.uri}"
+        token = None
+        while True:
+            ask: dict[str, Any] = {"Bucket": self.uri.bucket, "Prefix": self.uri.prefix, "MaxKeys": self.list_page}
+            if token:
+                ask["ContinuationToken"] = token
+            elif start_after:
+                ask["StartAfter"] = start_after
+            try:
+                page = self._retrying(what, lambda ask=ask: self._client.list_objects_v2(**ask))
+            except (bx.BotoCoreError, bx.ClientError) as exc:
+                raise self._permanent(what, exc) from None
+            yield [Listed(o["Key"], int(o["Size"]), str(o.get("ETag", ""))) for o in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+            if not token:
+                raise BucketError(f"{what}: the store said the listing goes on but gave no continuation token")
+
+    def fetch(self, key: str, path: Path) -> Fetched | None:
+        """The object's bytes written whole to `path` (from the first byte again after a failure), hashed on the
+        way; None when the object no longer exists."""
+        from botocore import exceptions as bx
+
+        what = self.uri.of(key)
+
+        def attempt() -> Fetched:
+            answer = self._client.get_object(Bucket=self.uri.bucket, Key=key)
+            digest, size = hashlib.sha256(), 0
+            with path.open("wb") as out:
+                for chunk in answer["Body"].iter_chunks(_CHUNK):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+            if size != int(answer["ContentLength"]):
+                raise _ShortBody(f"{size} of {answer['ContentLength']} bytes arrived")
+            return Fetched(key, size, str(answer.get("ETag", "")), answer.get("VersionId"), digest.hexdigest(), path)
+
+        try:
+            return self._retrying(what, attempt)
+        except bx.ClientError as exc:
+            if _status_and_code(exc)[1] in ("NoSuchKey", "404"):
+                return None
+            raise self._permanent(what, exc) from None
+        except bx.BotoCoreError as exc:
+            raise self._permanent(what, exc) from None
