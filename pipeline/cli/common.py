@@ -118,22 +118,21 @@ def _share(text: str) -> float:
 
 def _landing(text: str) -> Path | str:
     """A landing argument: an s3:// URI stays text (a Path would fold its `//`), anything else is a path."""
-    from pipeline.ingest.object_store import is_uri, parse_uri
-
-    if is_uri(text):
-        parse_uri(text)  # an unusable URI is a usage error before any work
-        return text
-    return Path(text)
+    return text if "://" in text else Path(text)
 
 
-def _check_landing(args: argparse.Namespace, engine: str) -> None:
-    """--landing names a folder or a bucket the chosen engine reads."""
-    if isinstance(args.landing, str):
-        if engine == "spark":
-            raise UsageError(f"--landing {args.landing}: the Spark engine reads local or Spark-readable paths; "
-                             "an s3:// landing is read by the DuckDB engine (--engine duckdb)")
-    elif not args.landing.is_dir():
-        raise UsageError(f"--landing {args.landing} is not a folder")
+def _check_landings(landings: list[Path | str], engine: str, folders_only: bool = False) -> None:
+    """Each landing is one the chosen engine reads (`folders_only`: a local one must be a folder), before any work."""
+    from pipeline.ingest.object_store import parse_uri
+
+    for landing in landings:
+        if isinstance(landing, str):
+            parse_uri(landing)
+            if engine == "spark":
+                raise UsageError(f"{landing}: the Spark engine reads local or Spark-readable paths; an s3:// "
+                                 "landing is read by the DuckDB engine (--engine duckdb)")
+        elif folders_only and not landing.is_dir():
+            raise UsageError(f"--landing {landing} is not a folder")
 
 
 def _ingest_options(p: argparse.ArgumentParser) -> None:

@@ -10,11 +10,13 @@ from pipeline.cli.common import (
     _announce_new_warehouse,
     _as_of,
     _as_of_option,
+    _check_landings,
     _config,
     _config_option,
     _db,
     _db_option,
     _emit_json,
+    _engine_name,
     _engine_options,
     _format,
     _format_option,
@@ -49,15 +51,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.warehouse.handle import Warehouse
 
     config = _config(args)  # a bad config fails before any work
+    _check_landings(args.paths, _engine_name(args, config))
     spark = _spark(args, config)
     with Warehouse(_db(args), "ingest") as wh, _announce_new_warehouse(args):
         progress = None if args.json else _ProgressBar()
         if spark is not None:
             from pipeline.ingest.spark import ingest_spark
 
-            if any(isinstance(p, str) for p in args.paths):
-                raise UsageError("an s3:// landing is read by the DuckDB engine (--engine duckdb); the Spark "
-                                 "engine reads local or Spark-readable paths")
             result = ingest_spark(wh, spark, args.paths, now=_as_of(args), progress=progress)
         else:
             result = ingest(wh, args.paths, now=_as_of(args), progress=progress,

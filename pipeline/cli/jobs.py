@@ -15,7 +15,7 @@ from pipeline.cli.common import (
     _announce_new_warehouse,
     _as_of,
     _as_of_option,
-    _check_landing,
+    _check_landings,
     _config,
     _config_option,
     _db,
@@ -38,7 +38,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from pipeline.jobs.nightly import run_nightly
 
     config = _config(args)
-    _check_landing(args, _engine_name(args, config))
+    _check_landings([args.landing], _engine_name(args, config), folders_only=True)
     if args.report_dir and _engine_name(args, config) == "spark":
         raise UsageError("--report-dir: the HTML report reads events from the DuckDB file and is not built on "
                          "the Spark engine yet; run the nightly job without it")
@@ -63,7 +63,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from pipeline.jobs.schedule import make_trigger, run_scheduler
 
     config = _config(args)
-    _check_landing(args, _engine_name(args, config))
+    _check_landings([args.landing], _engine_name(args, config), folders_only=True)
     trigger = make_trigger(args.cron, args.interval_seconds, args.timezone)
     spark = _spark(args, config)  # one session for every run
 

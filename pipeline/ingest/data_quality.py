@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,12 @@ ALL_RELEASES = "*"  # the alerts table's release for an alert about the data, no
 
 
 def convert_hint(path: str | Path) -> str:
-    """How to turn a CSV (or JSON) file into the Parquet the pipeline reads, as one shell line."""
-    path = Path(path)
-    reader = "read_json_auto" if path.suffix.lower() in (".json", ".jsonl", ".ndjson") else "read_csv_auto"
-    return f"duckdb -c \"COPY (FROM {reader}('{path}')) TO '{path.with_suffix('.parquet')}' (FORMAT parquet)\""
+    """How to turn a CSV (or JSON) file into the Parquet the pipeline reads, as one shell line (`path` may be
+    an s3:// URI: kept as it is)."""
+    text = str(path)
+    stem, suffix = os.path.splitext(text)
+    reader = "read_json_auto" if suffix.lower() in (".json", ".jsonl", ".ndjson") else "read_csv_auto"
+    return f"duckdb -c \"COPY (FROM {reader}('{text}')) TO '{stem}.parquet' (FORMAT parquet)\""
 
 
 def non_parquet_files(landing: Path) -> list[Path]:
