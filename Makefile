@@ -40,6 +40,7 @@ bench-spark: $(SPARK_STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/warehouse.py
+	$(BIN)/python bench/bucket_ingest.py
 
 clean:
 	rm -rf $(VENV) telemetry.duckdb telemetry.duckdb.wal telemetry.duckdb.lock

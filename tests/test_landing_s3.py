@@ -186,17 +186,20 @@ def _is_object_get(method: str, path: str) -> bool:
 
 @pytest.mark.parametrize(("mark", "start"), [
     (None, ""),
-    ("up/dt=2026-12-05/a.parquet", "up/dt=2026-12-05/"),
-    ("up/dt=2026-12-05/hour=03/a.parquet", "up/dt=2026-12-05/"),
-    ("up/2026/12/05/a.parquet", "up/2026/12/05/"),
-    ("up/year=2026/month=12/day=05/a.parquet", "up/year=2026/month=12/day=05/"),
-    ("up/20261205/a.parquet", "up/20261205/"),
-    ("up/app/2026-12-05T01/a.parquet", "up/app/2026-12-05T01/"),
+    ("up/dt=2026-12-05/a.parquet", "up/dt=2026-12-04/"),
+    ("up/dt=2026-12-05/hour=03/a.parquet", "up/dt=2026-12-04/"),
+    ("up/2026-12-05/a.parquet", "up/2026-12-04/"),
+    ("up/2026/12/05/a.parquet", "up/2026/12/04/"),
+    ("up/year=2026/month=01/day=01/a.parquet", "up/year=2025/month=12/day=31/"),
+    ("up/20260301/a.parquet", "up/20260228/"),
+    ("up/app/2026-12-05/a.parquet", ""),  # a folder before the date: keys do not sort in time order
+    ("up/2026-12-05T01/a.parquet", ""),  # finer than a day
+    ("up/20261205.parquet", ""),  # a file, not a folder
+    ("up/dt=2026-13-45/a.parquet", ""),  # not a date
     ("up/a.parquet", ""),  # no date folder: the whole prefix each time
-    ("up/device-123456789/a.parquet", ""),
     ("elsewhere/dt=2026-12-05/a.parquet", ""),  # a mark from another prefix says nothing
 ])
-def test_listing_starts_at_the_date_folder_of_the_last_key(mark, start):
+def test_listing_starts_a_day_before_the_date_folder_of_the_last_key(mark, start):
     assert listing_start("up/", mark) == start
 
 
@@ -256,7 +259,7 @@ def test_ingest_from_a_bucket_counts_exactly_and_a_rerun_fetches_nothing(s3, buc
     again = ingest(f"s3://{bucket}/up/", db, s3_endpoint)
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[:3] == [
-        f"s3://{bucket}/up/: listed 1 Parquet objects (from after 'up/dt=2026-12-02/'): 0 fetched, 1 read before; "
+        f"s3://{bucket}/up/: listed 3 Parquet objects (from after 'up/dt=2026-12-01/'): 0 fetched, 3 read before; "
         "1 not Parquet (not read)",
         "0 files: 0 loaded, 0 rejected, 0 already ingested",
         "0 rows read: 0 accepted, 0 quarantined, 0 duplicates"]
@@ -278,22 +281,23 @@ def test_new_bytes_under_a_known_key_are_read_again_and_deduplicated(s3, bucket,
     assert (third["files"], third["sources"][0]["already_read"]) == (0, 1)
 
 
-def test_the_listing_resumes_at_the_newest_date_folder_and_relist_finds_late_objects(s3, bucket, s3_endpoint,
-                                                                                      tmp_path):
-    put(s3, bucket, "up/dt=2026-11-30/a.parquet", valid_table(10, seed=7), tmp_path)
+def test_the_listing_resumes_a_day_before_the_newest_date_folder_and_relist_finds_late_objects(s3, bucket,
+                                                                                                 s3_endpoint, tmp_path):
+    put(s3, bucket, "up/dt=2026-11-29/a.parquet", valid_table(10, seed=7), tmp_path)
     put(s3, bucket, "up/dt=2026-12-01/b.parquet", valid_table(20, seed=8), tmp_path)
     db = tmp_path / "t.duckdb"
     assert ingest_json(f"s3://{bucket}/up/", db, s3_endpoint)["accepted"] == 30
     put(s3, bucket, "up/dt=2026-12-01/c.parquet", valid_table(40, seed=9), tmp_path)  # more in the newest folder
-    put(s3, bucket, "up/dt=2026-11-30/late.parquet", valid_table(80, seed=10), tmp_path)  # late, in an older one
+    put(s3, bucket, "up/dt=2026-11-30/d.parquet", valid_table(5, seed=12), tmp_path)  # late, within the lookback
+    put(s3, bucket, "up/dt=2026-11-29/late.parquet", valid_table(80, seed=10), tmp_path)  # late, before it
     second = ingest_json(f"s3://{bucket}/up/", db, s3_endpoint)
-    assert second["sources"][0]["start_after"] == "up/dt=2026-12-01/"
-    assert (second["sources"][0]["listed"], second["accepted"]) == (2, 40)
+    assert second["sources"][0]["start_after"] == "up/dt=2026-11-30/"
+    assert (second["sources"][0]["listed"], second["sources"][0]["already_read"], second["accepted"]) == (3, 1, 45)
     relisted = ingest_json(f"s3://{bucket}/up/", db, s3_endpoint, "--relist")
     assert relisted["sources"][0]["start_after"] == ""
-    assert (relisted["sources"][0]["listed"], relisted["sources"][0]["already_read"]) == (4, 3)
-    assert [f["path"] for f in relisted["per_file"]] == [f"s3://{bucket}/up/dt=2026-11-30/late.parquet"]
-    assert relisted["accepted"] == 80 and counts(db)["events"] == 150
+    assert (relisted["sources"][0]["listed"], relisted["sources"][0]["already_read"]) == (5, 4)
+    assert [f["path"] for f in relisted["per_file"]] == [f"s3://{bucket}/up/dt=2026-11-29/late.parquet"]
+    assert relisted["accepted"] == 80 and counts(db)["events"] == 155
 
 
 def test_a_corrupt_object_is_rejected_with_its_reason_and_not_fetched_again(s3, bucket, s3_endpoint, tmp_path):

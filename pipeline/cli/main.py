@@ -39,7 +39,8 @@ from pipeline.common.errors import PipelineError
 
 EXAMPLES = {
     "init": "pipeline init --db /data/warehouse/telemetry.duckdb   # creates the folder and an empty warehouse",
-    "ingest": "pipeline ingest sample_logs/\npipeline ingest landing/day-2026-11-30.parquet --json",
+    "ingest": "pipeline ingest sample_logs/\npipeline ingest landing/day-2026-11-30.parquet --json\n"
+              "pipeline ingest s3://telemetry-landing/uploads/   # credentials: the AWS chain (docs/landing.md)",
     "aggregate": "pipeline aggregate\npipeline aggregate --full   # recompute every day, e.g. after a config change",
     "sql": 'pipeline sql "SELECT release, count(*) FROM events GROUP BY ALL" --format table\n'
            'pipeline sql "SELECT * FROM quarantine LIMIT 5" --format json',
@@ -69,7 +70,8 @@ EXAMPLES = {
                "--reason 'known thermal on flagships, fix in 4.13' --until 2026-12-20\n"
                "pipeline rollout resume --release 4.12 --reason 'freeze over'",
     "nightly": "pipeline nightly --landing sample_logs --as-of 2026-12-01 --report-dir reports\n"
-               "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing",
+               "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing\n"
+               "pipeline nightly --landing s3://telemetry-landing/uploads/ --db /data/telemetry.duckdb",
     "schedule": 'pipeline schedule --landing /data/landing --cron "0 2 * * *" --timezone UTC\n'
                 "pipeline schedule --landing /data/landing --interval-seconds 3600",
     "metrics": "pipeline metrics\npipeline metrics --textfile /var/lib/node_exporter/textfile/edge_pipeline.prom",

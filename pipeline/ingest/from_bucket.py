@@ -1,11 +1,12 @@
 """An s3:// landing: its new objects listed, fetched to local disk and ingested exactly as landed files are.
 
 1. Listing (object_store.py) is incremental: it starts at the date folder (`dt=2026-12-05/`,
-   `2026/12/05/`, `year=2026/month=12/day=05/`) of the last key the previous listing saw (`landing_marks`),
-   so objects still arriving in the newest folder are found, and the folders before it are not listed again.
-   Keys without a date folder are listed whole each time. `--relist` lists the whole prefix: objects written
-   late into an older folder are found then. Keys with a part starting with `.` or `_` (`_SUCCESS`,
-   `_temporary/`: a writer's work in progress) are not read, as Arrow and Spark datasets skip them.
+   `2026/12/05/`, `year=2026/month=12/day=05/`) one day before that of the last key the previous listing saw
+   (`landing_marks`), so objects still arriving in the newest two folders are found, and older folders are
+   not listed again. Keys that do not start with a date folder are listed whole each time. `--relist` lists
+   the whole prefix: objects written late into an older folder are found then. Keys with a part starting
+   with `.` or `_` (`_SUCCESS`, `_temporary/`: a writer's work in progress) are not read, as Arrow and Spark
+   datasets skip them.
 2. An object is known by (key, size, ETag) (`landed_objects`): one read before is not fetched again. An ETag
    is not a content hash (a multipart upload's is the md5 of its parts' md5s), so the same bytes uploaded
    another way are fetched once more, and then skipped by their sha256 like a copied file.
@@ -25,7 +26,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,24 +40,36 @@ from pipeline.warehouse.handle import Warehouse
 Read = Callable[[list[Path], dict[Path, str]], list[FileResult]]  # run.Ingestor(...).run of a chunk's files
 CHUNK_OBJECTS = 2_000  # as run.BATCH_FILES: one chunk, one ingest's worth of files
 _EXAMPLES = 5  # not-Parquet keys named in the summary
-# a date in a folder name, once `key=` words are dropped: 2026-12-05, 20261205, 2026/12/05, 2026_12_05
-_DATE = re.compile(r"(?<!\d)(?:19|20)\d\d[-/_]?(?:0[1-9]|1[0-2])[-/_]?(?:0[1-9]|[12]\d|3[01])(?!\d)")
-_KEY_WORD = re.compile(r"[A-Za-z_]+=")
+# the date folder a key may start with (below the prefix): dt=2026-12-05/, 2026-12-05/, 20261205/, 2026/12/05/,
+# year=2026/month=12/day=05/ (any `name=` before each part)
+_DATE_FOLDER = re.compile(r"(?:[A-Za-z_]+=)?(\d{4})([-_]?)(\d{2})\2(\d{2})/"
+                          r"|(?:[A-Za-z_]+=)?(\d{4})/(?:[A-Za-z_]+=)?(\d{2})/(?:[A-Za-z_]+=)?(\d{2})/")
+# the listing starts this many days before the last key's date folder: uploads still finishing into the day
+# before (a midnight straddled) are found
+LOOKBACK_DAYS = 1
 _OBJECTS = pa.schema([("key", pa.string()), ("size_bytes", pa.int64()), ("etag", pa.string()),
                       ("version_id", pa.string()), ("sha256", pa.string()), ("status", pa.string())])
 
 
 def listing_start(prefix: str, mark: str | None) -> str:
-    """Where the next listing starts (its StartAfter): the first folder, under `prefix`, of the key `mark` whose
-    path holds a full date; '' (the whole prefix) when there is no mark or no such folder."""
+    """Where the next listing starts (its StartAfter): the date folder LOOKBACK_DAYS before the one the key `mark`
+    lies in, right below `prefix`; '' (the whole prefix) when there is no mark, or its key does not start with a
+    date folder (a folder before the date, or one finer than a day, does not sort in time order)."""
     if not mark or not mark.startswith(prefix):
         return ""
-    folders = mark[len(prefix):].split("/")[:-1]
-    for n in range(1, len(folders) + 1):
-        folder = "/".join(folders[:n])
-        if _DATE.search(_KEY_WORD.sub("", folder)):
-            return f"{prefix}{folder}/"
-    return ""
+    found = _DATE_FOLDER.match(mark, len(prefix))
+    if not found:
+        return ""
+    parts = (1, 3, 4) if found.group(1) else (5, 6, 7)
+    try:
+        day = date(*(int(found.group(g)) for g in parts)) - timedelta(days=LOOKBACK_DAYS)
+    except ValueError:  # not a date after all (month 13)
+        return ""
+    start = mark[:found.end()]
+    for group, value in sorted(zip(parts, (f"{day.year:04d}", f"{day.month:02d}", f"{day.day:02d}"), strict=True),
+                               key=lambda gv: -found.start(gv[0])):  # from the right: spans stay valid
+        start = start[:found.start(group)] + value + start[found.end(group):]
+    return start
 
 
 def _hidden(key: str, prefix: str) -> bool:
