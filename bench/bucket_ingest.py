@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -79,7 +80,7 @@ def main() -> None:
             runs = []
             for i in range(args.repeat):
                 for stale in OUT.glob(f"bench-bucket-{name}.duckdb*"):
-                    stale.unlink()
+                    shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
                 db = str(OUT / f"bench-bucket-{name}.duckdb")
                 run = timed([part.replace("{db}", db) for part in cmd])
                 if name != "by-hand":
