@@ -118,7 +118,9 @@ def _share(text: str) -> float:
 
 def _landing(text: str) -> Path | str:
     """A landing argument: an s3:// URI stays text (a Path would fold its `//`), anything else is a path."""
-    return text if "://" in text else Path(text)
+    from pipeline.ingest.object_store import is_uri
+
+    return text if is_uri(text) else Path(text)
 
 
 def _check_landings(landings: list[Path | str], engine: str, folders_only: bool = False) -> None:
