@@ -31,7 +31,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline.common import stopping
 from pipeline.common.config import LandingSettings
+from pipeline.common.errors import BucketError
 from pipeline.ingest.object_store import BucketUri, Fetched, Listed, S3Store
 from pipeline.ingest.results import FileResult, SourceListing
 from pipeline.warehouse import sqlfiles
@@ -92,6 +94,7 @@ def _chunks(store: S3Store, wh: Warehouse, summary: SourceListing, spool_bytes: 
     chunk: list[Listed] = []
     size = 0
     for page in store.pages(summary.start_after):
+        stopping.check()  # a stop asked for while listing: nothing of this listing is stored yet
         wanted = []
         for obj in page:
             if _hidden(obj.key, prefix):
@@ -123,7 +126,16 @@ def _read_chunk(store: S3Store, pool: ThreadPoolExecutor, chunk: list[Listed], s
                 read: Read, now: datetime) -> list[FileResult]:
     uri = store.uri
     paths = [spool / f"{i:06d}.parquet" for i in range(len(chunk))]
-    fetched: list[Fetched | None] = list(pool.map(store.fetch, [o.key for o in chunk], paths))
+
+    def fetch(key: str, path: Path) -> Fetched | None:
+        stopping.check()  # a stop asked for while fetching: the chunk is not read, the next run fetches it again
+        return store.fetch(key, path)
+
+    try:
+        fetched: list[Fetched | None] = list(pool.map(fetch, [o.key for o in chunk], paths))
+    except OSError as exc:  # the spool's disk, not the store: botocore wraps every network error
+        raise BucketError(f"{uri}: cannot keep fetched objects in {spool}: {exc.strerror or exc}; TMPDIR needs "
+                          f"room for landing.spool_mb") from None
     got = [f for f in fetched if f is not None]
     names = {f.path: uri.of(f.key) for f in got}
     try:
