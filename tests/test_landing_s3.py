@@ -496,3 +496,10 @@ def test_a_stop_while_fetching_stores_nothing_of_the_chunk_and_the_rerun_is_exac
     again = ingest_json(f"s3://{bucket}/up/", db, s3_endpoint)
     assert (again["loaded_files"], again["accepted"]) == (24, 240)
     assert counts(db)["events"] == counts(db)["distinct_ids"] == 240
+
+
+def test_the_ingest_schema_lists_every_file_status():
+    from pipeline.ingest.results import STATUSES
+
+    schema = json.loads((ROOT / "schemas" / "output" / "ingest.schema.json").read_text())
+    assert schema["properties"]["per_file"]["items"]["properties"]["status"]["enum"] == list(STATUSES)
