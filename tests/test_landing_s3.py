@@ -249,7 +249,7 @@ def test_ingest_from_a_bucket_counts_exactly_and_a_rerun_fetches_nothing(s3, buc
     assert (first["accepted"], first["quarantined"], first["duplicates"]) == (61_298, 2, 0)
     assert first["sources"] == [{"uri": f"s3://{bucket}/up/", "start_after": "", "listed": 3, "already_read": 0,
                                  "not_parquet": 1, "not_parquet_examples": [f"s3://{bucket}/up/dt=2026-12-02/notes.csv"],
-                                 "last_key": "up/dt=2026-12-02/notes.csv"}]
+                                 "last_key": "up/dt=2026-12-02/bad-rows.parquet"}]
     assert sorted(f["path"] for f in first["per_file"]) == [
         f"s3://{bucket}/up/dt=2026-12-01/a.parquet", f"s3://{bucket}/up/dt=2026-12-01/big.parquet",
         f"s3://{bucket}/up/dt=2026-12-02/bad-rows.parquet"]

@@ -116,8 +116,8 @@ def _chunks(store: S3Store, wh: Warehouse, summary: SourceListing, spool_bytes: 
                 chunk, size = [], 0
             chunk.append(obj)
             size += obj.size
-        if page:
-            summary.last_key = page[-1].key
+        if wanted:  # keys come in order; another kind of key (a manifest.json after the date folders) says nothing
+            summary.last_key = wanted[-1].key
     if chunk:
         yield chunk
 

@@ -37,7 +37,7 @@ class SourceListing:
     already_read: int = 0  # of those, objects whose (key, size, etag) was read before: not fetched
     not_parquet: int = 0  # other objects under the prefix (never read)
     not_parquet_examples: list[str] = field(default_factory=list)
-    last_key: str = ""  # the last key listed: where the next listing's date folder is found
+    last_key: str = ""  # the last Parquet key listed: where the next listing's date folder is found
 
     def __str__(self) -> str:
         where = f"from after {shown(self.start_after)!r}" if self.start_after else "whole prefix"
