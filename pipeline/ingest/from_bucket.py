@@ -1,9 +1,9 @@
 """An s3:// landing: its new objects listed, fetched to local disk and ingested exactly as landed files are.
 
 1. Listing (object_store.py) is incremental: it starts at the date folder (`dt=2026-12-05/`,
-   `2026/12/05/`, `year=2026/month=12/day=05/`) one day before that of the last key the previous listing saw
-   (`landing_marks`), so objects still arriving in the newest two folders are found, and older folders are
-   not listed again. Keys that do not start with a date folder are listed whole each time. `--relist` lists
+   `2026/12/05/`, `year=2026/month=12/day=05/`) one day before that of the last Parquet key the previous
+   listing saw (`landing_marks`), so objects still arriving in the newest two folders are found, and older
+   folders are not listed again. Keys that do not start with a date folder are listed whole each time. `--relist` lists
    the whole prefix: objects written late into an older folder are found then. Keys with a part starting
    with `.` or `_` (`_SUCCESS`, `_temporary/`: a writer's work in progress) are not read, as Arrow and Spark
    datasets skip them.
