@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -39,6 +40,13 @@ def wait_until(condition: Callable[[], T], timeout: float, what: str, every: flo
         if time.monotonic() >= deadline:
             raise AssertionError(f"not within {timeout:g} s: {what}")
         time.sleep(every)
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on now (bound, then closed): for a server a test starts, or a dead URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def valid_table(n: int, seed: int = 0, start: datetime = NOW - timedelta(days=3)) -> pa.Table:

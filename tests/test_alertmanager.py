@@ -5,7 +5,6 @@ an unchanged state stays active without a second alert, and a recovery resolves 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import urllib.request
 from datetime import datetime, timedelta
@@ -18,7 +17,7 @@ from pipeline.common.config import DEFAULT_CONFIG
 from pipeline.planning.simulate import Population, generate
 from pipeline.rollout import state as rollout
 from pipeline.warehouse import db
-from tests.conftest import run_cli, wait_until
+from tests.conftest import free_port, run_cli, wait_until
 
 D0 = datetime(2026, 11, 20)
 AM_CONFIG = """route:
@@ -31,12 +30,6 @@ receivers:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url: str):
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.loads(response.read())
@@ -47,7 +40,7 @@ def alertmanager(tmp_path: Path):
     (tmp_path / "am.yml").write_text(AM_CONFIG)
     check = subprocess.run(["amtool", "check-config", str(tmp_path / "am.yml")], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(["prometheus-alertmanager", f"--config.file={tmp_path / 'am.yml'}",
                              f"--storage.path={tmp_path / 'am-data'}", f"--web.listen-address=127.0.0.1:{port}",
                              "--cluster.listen-address="], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

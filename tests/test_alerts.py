@@ -5,14 +5,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import socket
 import time
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 
 import duckdb
 import pytest
-from conftest import LocalHttp
+from conftest import LocalHttp, free_port
 from test_gate import AS_OF, START, load
 
 from pipeline.common.config import load_config
@@ -122,10 +121,7 @@ def test_a_timeout_is_temporary_and_kept_for_the_next_run(postmortem_db, receive
 
 
 def test_a_server_down_for_one_run_gets_the_alert_once_on_the_next(postmortem_db, receiver):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
-    config = config_for(f"http://127.0.0.1:{port}/hook", webhook_retries=1)
+    config = config_for(f"http://127.0.0.1:{free_port()}/hook", webhook_retries=1)  # nothing listens there
     evaluate(postmortem_db, config, AS_OF)
     first = deliver(postmortem_db, config)
     assert first.pending and "unreachable" in first.errors[0]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import NOW, ROOT, counts, run_cli, valid_table, wait_until, write
+from conftest import NOW, ROOT, counts, free_port, run_cli, valid_table, wait_until, write
 from test_alerts import Receiver
 
 from pipeline.common.config import load_config
@@ -238,11 +238,7 @@ def test_a_nightly_killed_mid_run_is_marked_aborted_and_the_rerun_loads_exactly_
 
 
 def test_a_run_failing_on_a_dead_webhook_is_recorded_and_its_alerts_arrive_next_run(db_path, landing):
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}/hook"
+    dead = f"http://127.0.0.1:{free_port()}/hook"
     base = load_config()
 
     def config(url: str):

@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_cli, valid_table, with_values, write
+from conftest import free_port, run_cli, valid_table, with_values, write
 
 from pipeline.cli import main as cli
 from pipeline.common.config import EngineSettings, SparkSettings, load_config
@@ -346,9 +346,7 @@ def test_spark_connect_gives_the_local_sessions_gate(nightlies, spark_engine, ga
     import pyspark
 
     home = Path(pyspark.__file__).parent
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_PID_DIR": str(tmp_path), "SPARK_LOG_DIR": str(tmp_path),
            "PYSPARK_PYTHON": sys.executable, "SPARK_IDENT_STRING": f"pipeline-test-{port}"}
     subprocess.run(["bash", str(home / "sbin" / "start-connect-server.sh"), "--master", "local[1]",
