@@ -140,6 +140,7 @@ class S3Store:
                                                       region_name=region or None, config=config)
 
     def _retrying(self, what: str, attempt: Callable[[], T]) -> T:
+        """`attempt()`, retried on what is temporary; BucketError naming `what` on anything else."""
         from botocore import exceptions as bx
 
         deadline = time.monotonic() + self.retry_seconds
@@ -153,20 +154,15 @@ class S3Store:
                     raise BucketError(f"{what}: no AWS credentials found (environment, AWS_PROFILE and ~/.aws, "
                                       "or an instance role)") from None
                 if not _transient(exc):
-                    raise
+                    raise BucketError(f"{what}: {_said(exc)}") from None
                 if time.monotonic() + wait > deadline:
                     raise BucketError(f"{what}: still failing after {tries} tries in {self.retry_seconds:g} s "
                                       f"(landing.retry_seconds): {_said(exc)}") from None
                 time.sleep(wait)
                 wait = min(wait * 2, _BACKOFF_MAX_S)
 
-    def _permanent(self, what: str, exc: Exception) -> BucketError:
-        return BucketError(f"{what}: {_said(exc)}")
-
     def pages(self, start_after: str = "") -> Iterator[list[Listed]]:
         """The objects under the prefix in key order, a page at a time, from the first key after `start_after`."""
-        from botocore import exceptions as bx
-
         what = f"listing {self.uri}"
         token = None
         while True:
@@ -175,10 +171,7 @@ class S3Store:
                 ask["ContinuationToken"] = token
             elif start_after:
                 ask["StartAfter"] = start_after
-            try:
-                page = self._retrying(what, lambda ask=ask: self._client.list_objects_v2(**ask))
-            except (bx.BotoCoreError, bx.ClientError) as exc:
-                raise self._permanent(what, exc) from None
+            page = self._retrying(what, lambda ask=ask: self._client.list_objects_v2(**ask))
             yield [Listed(o["Key"], int(o["Size"]), str(o.get("ETag", ""))) for o in page.get("Contents", [])]
             if not page.get("IsTruncated"):
                 return
@@ -191,10 +184,13 @@ class S3Store:
         way; None when the object no longer exists."""
         from botocore import exceptions as bx
 
-        what = self.uri.of(key)
-
-        def attempt() -> Fetched:
-            answer = self._client.get_object(Bucket=self.uri.bucket, Key=key)
+        def attempt() -> Fetched | None:
+            try:
+                answer = self._client.get_object(Bucket=self.uri.bucket, Key=key)
+            except bx.ClientError as exc:
+                if _status_and_code(exc)[1] in ("NoSuchKey", "404"):
+                    return None
+                raise
             digest, size = hashlib.sha256(), 0
             with path.open("wb") as out:
                 for chunk in answer["Body"].iter_chunks(_CHUNK):
@@ -205,11 +201,4 @@ class S3Store:
                 raise _ShortBody(f"{size} of {answer['ContentLength']} bytes arrived")
             return Fetched(key, size, str(answer.get("ETag", "")), answer.get("VersionId"), digest.hexdigest(), path)
 
-        try:
-            return self._retrying(what, attempt)
-        except bx.ClientError as exc:
-            if _status_and_code(exc)[1] in ("NoSuchKey", "404"):
-                return None
-            raise self._permanent(what, exc) from None
-        except bx.BotoCoreError as exc:
-            raise self._permanent(what, exc) from None
+        return self._retrying(self.uri.of(key), attempt)
