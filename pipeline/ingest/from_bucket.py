@@ -11,7 +11,7 @@
    is not a content hash (a multipart upload's is the md5 of its parts' md5s), so the same bytes uploaded
    another way are fetched once more, and then skipped by their sha256 like a copied file.
 3. New objects are fetched `landing.fetchers` at a time into a spool folder under TMPDIR, at most
-   `landing.spool_mb` (or 2,000 objects) at once, each written whole (retried from its first byte) before
+   `landing.spool_mb` (or run.BATCH_FILES objects) at once, each written whole (retried from its first byte) before
    anything reads it; then the chunk goes through the ingest of local files (run.Ingestor: the isolated
    reader with its limits, Great Expectations, quarantine, deduplication), named by its s3:// URI. An object
    deleted after its listing is reported as vanished.
@@ -40,7 +40,6 @@ from pipeline.warehouse import sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
 Read = Callable[[list[Path], dict[Path, str]], list[FileResult]]  # run.Ingestor(...).run of a chunk's files
-CHUNK_OBJECTS = 2_000  # as run.BATCH_FILES: one chunk, one ingest's worth of files
 _EXAMPLES = 5  # not-Parquet keys named in the summary
 # the date folder a key may start with (below the prefix): dt=2026-12-05/, 2026-12-05/, 20261205/, 2026/12/05/,
 # year=2026/month=12/day=05/ (any `name=` before each part)
@@ -88,8 +87,9 @@ def _known(wh: Warehouse, uri: BucketUri, objects: list[Listed]) -> set[str]:
             "etags": [o.etag for o in objects]}).fetchall()}
 
 
-def _chunks(store: S3Store, wh: Warehouse, summary: SourceListing, spool_bytes: int) -> Iterator[list[Listed]]:
-    """The new Parquet objects of the listing, in chunks of at most `spool_bytes` (or CHUNK_OBJECTS)."""
+def _chunks(store: S3Store, wh: Warehouse, summary: SourceListing, spool_bytes: int,
+            most: int) -> Iterator[list[Listed]]:
+    """The new Parquet objects of the listing, in chunks of at most `spool_bytes` or `most` objects."""
     prefix = store.uri.prefix
     chunk: list[Listed] = []
     size = 0
@@ -111,7 +111,7 @@ def _chunks(store: S3Store, wh: Warehouse, summary: SourceListing, spool_bytes: 
         for obj in wanted:
             if obj.key in known:
                 continue
-            if chunk and (len(chunk) >= CHUNK_OBJECTS or size + obj.size > spool_bytes):
+            if chunk and (len(chunk) >= most or size + obj.size > spool_bytes):
                 yield chunk
                 chunk, size = [], 0
             chunk.append(obj)
@@ -155,9 +155,9 @@ def _read_chunk(store: S3Store, pool: ThreadPoolExecutor, chunk: list[Listed], s
     return results + vanished
 
 
-def ingest_bucket(wh: Warehouse, uri: BucketUri, read: Read, settings: LandingSettings, now: datetime,
-                  relist: bool = False) -> tuple[list[FileResult], SourceListing]:
-    """The landing's new objects ingested (`read`: the ingest of a chunk's local copies, named by URI)."""
+def ingest_bucket(wh: Warehouse, uri: BucketUri, read: Read, chunk_files: int, settings: LandingSettings,
+                  now: datetime, relist: bool = False) -> tuple[list[FileResult], SourceListing]:
+    """The landing's new objects ingested (`read`: the ingest of at most `chunk_files` local copies, named by URI)."""
     store = S3Store(uri, settings.endpoint_url, settings.region, settings.retry_seconds, settings.fetchers)
     with wh.writing(publish=False) as con:
         mark = sqlfiles.run(con, "ingest/landing_mark", {"landing": str(uri)}).fetchone()
@@ -165,7 +165,7 @@ def ingest_bucket(wh: Warehouse, uri: BucketUri, read: Read, settings: LandingSe
     results: list[FileResult] = []
     with tempfile.TemporaryDirectory(prefix="pipeline-landing-") as spool, \
             ThreadPoolExecutor(settings.fetchers, thread_name_prefix="fetch") as pool:
-        for chunk in _chunks(store, wh, summary, settings.spool_mb << 20):
+        for chunk in _chunks(store, wh, summary, settings.spool_mb << 20, chunk_files):
             results += _read_chunk(store, pool, chunk, Path(spool), wh, read, now)
     if summary.last_key:
         with wh.writing() as con:

@@ -518,7 +518,7 @@ def ingest(warehouse: Warehouse | Path, paths: list[Path | str], now: datetime |
             from pipeline.ingest.from_bucket import ingest_bucket  # boto3 only when a bucket is named
 
             for uri in uris:
-                files, listing = ingest_bucket(wh, uri, read, landing or LandingSettings(), now, relist)
+                files, listing = ingest_bucket(wh, uri, read, BATCH_FILES, landing or LandingSettings(), now, relist)
                 result.files += files
                 result.sources.append(listing)
         result.files += refused
