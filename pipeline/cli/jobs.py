@@ -38,8 +38,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from pipeline.jobs.nightly import run_nightly
 
     config = _config(args)
-    _check_landings([args.landing], _engine_name(args, config), folders_only=True)
-    if args.report_dir and _engine_name(args, config) == "spark":
+    engine = _engine_name(args, config)
+    _check_landings([args.landing], engine, folders_only=True)
+    if args.report_dir and engine == "spark":
         raise UsageError("--report-dir: the HTML report reads events from the DuckDB file and is not built on "
                          "the Spark engine yet; run the nightly job without it")
     spark = _spark(args, config)
