@@ -208,6 +208,14 @@ def test_uris_other_than_s3_are_usage_errors_naming_what_is_read():
     done = run_cli("nightly", "--landing", "s3:///up/", "--db", "/tmp/never-made.duckdb")
     assert done.returncode == 2
     assert "s3:///up/: no bucket named; e.g. s3://telemetry-landing/uploads/" in done.stderr
+    done = run_cli("nightly", "--landing", "s3://bucket/up/", "--engine", "spark", "--db", "/tmp/never-made.duckdb")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("pipeline nightly: error: s3://bucket/up/: the Spark engine reads local or "
+                                   "Spark-readable paths; an s3:// landing is read by the DuckDB engine (--engine "
+                                   "duckdb)")
+    done = run_cli("nightly", "--landing", "no-such-landing", "--db", "/tmp/never-made.duckdb")
+    assert (done.returncode, done.stderr.strip()) == (2, "pipeline nightly: error: --landing no-such-landing is not "
+                                                         "a folder")
     assert not Path("/tmp/never-made.duckdb").exists()
 
 
