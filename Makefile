@@ -5,7 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SPARK_STAMP := $(VENV)/.spark-stamp
 
-.PHONY: demo test test-slow test-spark lint bench bench-spark clean
+# pytest-xdist workers, one per core, a test file to a worker (its module fixtures are built once); WORKERS=0: one process
+WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
+
+.PHONY: demo test test-core test-slow test-spark slowest lint bench bench-spark clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,20 +22,34 @@ demo: $(STAMP)
 	@echo "The examples of README.md and docs/ run as written once the venv is on PATH:"
 	@echo "  export PATH=\"$(CURDIR)/$(BIN):\$$PATH\""
 
+# installs the programs the tests drive (tests/system-packages: root on Debian), or stops at once saying how
 test: $(STAMP)
+	tests/system-packages install
 	$(BIN)/ruff check pipeline tests bench
-	$(BIN)/python -m pytest
+	$(PYTEST)
+
+# the suite without those programs: their tests are skipped, each listed with its reason
+test-core: $(STAMP)
+	@tests/system-packages missing | sed 's/^/test-core: not installed, its tests skip: /'
+	$(BIN)/ruff check pipeline tests bench
+	PIPELINE_TESTS_PARTIAL=1 $(PYTEST)
 
 # the 100-seed sweeps and benchmark-sized runs (pyproject's addopts deselect them from `make test`)
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m slow
+	$(PYTEST) -m slow --durations=0
+
+# docs/tests.md's table of the slowest default tests, from one serial run
+slowest: $(STAMP)
+	$(BIN)/python tests/slowest.py
 
 # the Spark engine beside DuckDB (tests/test_spark.py, marker spark): needs Java 17; installs the spark extra
 $(SPARK_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $(SPARK_STAMP)
 
+# one Spark session per process: the Spark tests run in one worker
 test-spark: $(SPARK_STAMP)
+	tests/system-packages install --spark
 	$(BIN)/python -m pytest -m 'spark and not slow'
 
 bench-spark: $(SPARK_STAMP)

@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +30,23 @@ from pipeline.warehouse.schema import load_schema
 ROOT = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 12, 2, 12, 0, 0)
 T = TypeVar("T")
+# the commands wrap to COLUMNS when it is set; pytest-xdist's workers set it to 80, a user's shell may too
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+# `make test-core`: the suite without the programs tests/system-packages installs; their tests skip, saying so
+PARTIAL = os.environ.get("PIPELINE_TESTS_PARTIAL") == "1"
+
+
+def program(name: str) -> str:
+    """The path of a program a test drives (listed in tests/system-packages). A missing one fails the test, never
+    skips it silently; under `make test-core` the test is skipped, naming the program."""
+    path = shutil.which(name)
+    if path:
+        return path
+    why = f"{name} is not installed (tests/system-packages install, which `make test` runs, installs it)"
+    if PARTIAL:
+        pytest.skip(why)
+    pytest.fail(why, pytrace=False)
 
 
 def wait_until(condition: Callable[[], T], timeout: float, what: str, every: float = 0.1) -> T:
@@ -143,11 +165,52 @@ def query(db_path: Path, sql: str) -> list[tuple]:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    """The real `pipeline` command in a subprocess (exit codes, signals, locks). CI is unset unless a
-    test sets it: the gate records runs under CI=true as trigger "ci", and the tests run inside CI."""
+    """The `pipeline` command run in this process (`main(argv)`, its stdout and stderr captured), as a
+    CompletedProcess; for exit codes, output and what the command stores. A test of what only a separate process
+    shows (a signal, a kill, a lock held by the command itself) uses `run_process`. CI is unset unless a test
+    sets it: the gate records runs under CI=true as trigger "ci", and the tests run inside CI."""
+    from pipeline.cli.main import main
+    from pipeline.common import logs, stopping
+    from pipeline.warehouse import db
+
+    out, err = io.StringIO(), io.StringIO()
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    loggers = [logging.getLogger(name) for name in (logs.log.name, *logs.LIBRARY_LOGGERS)]
+    logger_state = [(lg, lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    with _environment({"CI": "", **(env or {})}), contextlib.chdir(ROOT), \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+            stopping.reset()
+            db.set_busy_timeout(None)
+            for lg, kept, level, propagate in logger_state:
+                lg.handlers[:], lg.level, lg.propagate = kept, level, propagate
+    return subprocess.CompletedProcess(["pipeline", *args], code, out.getvalue(), err.getvalue())
+
+
+def run_process(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """The real `pipeline` command in a subprocess: for what only a process shows (its exit on a signal, the
+    interpreter's own output, a lock or a resource limit of its own)."""
     full_env = {**os.environ, "CI": "", **(env or {})}
     return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=ROOT)
+
+
+@contextmanager
+def _environment(changes: dict[str, str]) -> Iterator[None]:
+    """os.environ with `changes` for the duration (an empty value is kept as empty, as a subprocess would see it)."""
+    saved = dict(os.environ)
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 class LocalHttp:
@@ -186,7 +249,7 @@ def writer_holding(db: Path, open_file: bool = False) -> Iterator[subprocess.Pop
         yield holder
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # waits, and closes its stdout pipe
 
 
 @pytest.fixture

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import free_port, program, run_cli, wait_until
 
 from pipeline.common.config import DEFAULT_CONFIG
 from pipeline.planning.simulate import Population, generate
 from pipeline.rollout import state as rollout
 from pipeline.warehouse import db
-from tests.conftest import free_port, run_cli, wait_until
 
 D0 = datetime(2026, 11, 20)
 AM_CONFIG = """route:
@@ -38,10 +38,11 @@ def _get(url: str):
 @pytest.fixture
 def alertmanager(tmp_path: Path):
     (tmp_path / "am.yml").write_text(AM_CONFIG)
-    check = subprocess.run(["amtool", "check-config", str(tmp_path / "am.yml")], capture_output=True, text=True)
+    check = subprocess.run([program("amtool"), "check-config", str(tmp_path / "am.yml")], capture_output=True,
+                           text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     port = free_port()
-    proc = subprocess.Popen(["prometheus-alertmanager", f"--config.file={tmp_path / 'am.yml'}",
+    proc = subprocess.Popen([program("prometheus-alertmanager"), f"--config.file={tmp_path / 'am.yml'}",
                              f"--storage.path={tmp_path / 'am-data'}", f"--web.listen-address=127.0.0.1:{port}",
                              "--cluster.listen-address="], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -132,7 +133,7 @@ def test_nightly_keeps_alertmanager_in_step_with_rollback_and_recovery(alertmana
     left = _expected(path)
     assert len(left) < len(fired)  # segments recovered (those the good days judge)
     wait_until(lambda: _held(_ours(alertmanager)) == left or None, 10, "the recovered alerts resolved")
-    amtool = subprocess.run(["amtool", "alert", "query", f"--alertmanager.url={alertmanager}",
+    amtool = subprocess.run([program("amtool"), "alert", "query", f"--alertmanager.url={alertmanager}",
                              'generator="edge-telemetry-pipeline"', "-o", "json"], capture_output=True, text=True)
     assert amtool.returncode == 0, amtool.stderr
     assert _held(json.loads(amtool.stdout)) == left

@@ -4,15 +4,13 @@ still rejects events from the future."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta
 
 import duckdb
-import pytest
-from conftest import ROOT, demo_nightly_args, run_cli, valid_table, with_values, write
+from conftest import ROOT, demo_nightly_args, program, run_cli, valid_table, with_values, write
 
 
 def _future_rows_table(as_of: datetime):
@@ -72,11 +70,7 @@ def _verdict_lines(stdout: str) -> list[str]:
 
 def test_the_demo_gives_the_same_answer_under_a_clock_of_2025(tmp_path):
     """`make demo` under faketime '2025-06-01' stores the same rows and prints the same verdicts as today."""
-    faketime = shutil.which("faketime")
-    if not faketime:
-        if os.environ.get("CI"):
-            pytest.fail("faketime is not installed (apt-get install faketime; .ci/run installs it)")
-        pytest.skip("faketime is not installed (apt-get install faketime)")
+    faketime = program("faketime")
     shutil.copytree(ROOT / "sample_logs", tmp_path / "sample_logs")
     command = [sys.executable, "-m", "pipeline", *demo_nightly_args("today.duckdb")]
     today = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=600)

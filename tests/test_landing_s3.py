@@ -18,18 +18,17 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config as BotoConfig
 from conftest import ROOT, counts, free_port, query, run_cli, valid_table, wait_until, with_values
 
-boto3 = pytest.importorskip("boto3")  # the test extra installs it (and moto); CI installs the test extra
-from boto3.s3.transfer import TransferConfig  # noqa: E402
-from botocore.config import Config as BotoConfig  # noqa: E402
-
-from pipeline.common.errors import BucketError  # noqa: E402
-from pipeline.ingest.from_bucket import listing_start  # noqa: E402
-from pipeline.ingest.object_store import S3Store, parse_uri  # noqa: E402
+from pipeline.common.errors import BucketError
+from pipeline.ingest.from_bucket import listing_start
+from pipeline.ingest.object_store import S3Store, parse_uri
 
 SECRET = "s3cr3t-never-printed"
 AS_OF = "2026-12-02T12:00:00"

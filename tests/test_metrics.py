@@ -9,10 +9,10 @@ import re
 import subprocess
 from pathlib import Path
 
+from conftest import ROOT, program, run_cli
 from test_sinks import Service, pagerduty_problems, slack_problems
 
 from pipeline.common.config import DEFAULT_CONFIG
-from tests.conftest import ROOT, run_cli
 
 
 def _metrics(text: str) -> dict[str, float]:
@@ -36,7 +36,8 @@ def test_nightly_writes_metrics_promtool_accepts_and_a_failed_run_keeps_the_last
     done = run_cli("nightly", "--landing", str(ROOT / "sample_logs"), "--db", db_file, "--config", str(good),
                    "--as-of", "2026-12-01")
     assert done.returncode == 0, done.stderr
-    check = subprocess.run(["promtool", "check", "metrics"], input=prom.read_text(), capture_output=True, text=True)
+    check = subprocess.run([program("promtool"), "check", "metrics"], input=prom.read_text(), capture_output=True,
+                           text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     first = _metrics(prom.read_text())
     assert first["edge_pipeline_last_success_timestamp_seconds"] == 1796083200.0  # 2026-12-01T00:00:00Z
@@ -96,11 +97,11 @@ def _block(after: str) -> str:
 def test_the_readmes_alertmanager_route_and_prometheus_rule_check(tmp_path: Path) -> None:
     route = tmp_path / "alertmanager.yml"
     route.write_text(_block("# alertmanager.yml"))
-    done = subprocess.run(["amtool", "check-config", str(route)], capture_output=True, text=True)
+    done = subprocess.run([program("amtool"), "check-config", str(route)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     rules = tmp_path / "rules.yml"
     rules.write_text(_block("# prometheus rules"))
-    done = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
+    done = subprocess.run([program("promtool"), "check", "rules", str(rules)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS: 1 rules found" in done.stdout
     test = tmp_path / "test.yml"  # the rule fires on a metric a day and a bit old, not before
@@ -112,5 +113,5 @@ def test_the_readmes_alertmanager_route_and_prometheus_rule_check(tmp_path: Path
                                 {"exp_labels": {"severity": "critical"}, "exp_annotations": {
                                     "summary": "the edge telemetry nightly job has not succeeded for over a day"}}]}],
     }]}))
-    done = subprocess.run(["promtool", "test", "rules", str(test)], capture_output=True, text=True)
+    done = subprocess.run([program("promtool"), "test", "rules", str(test)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

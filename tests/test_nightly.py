@@ -300,7 +300,7 @@ def test_gate_answers_while_the_nightly_job_writes(db_path, tmp_path):
         assert writer.poll() is None  # it answered while the job was still writing
         assert "another writer is busy; this evaluation and its alert are stored by the next one" in gate.stderr
     finally:
-        writer.wait(timeout=180)
+        writer.communicate(timeout=180)  # waits, reading and closing its pipes
     assert writer.returncode == 0
     assert not Path(f"{db_path}.pending-evaluations.jsonl").exists()  # the nightly folded it in
     again = run_cli("gate", "--db", str(db_path), "--release", "4.12", "--as-of", NOW.isoformat(), "--no-alerts")

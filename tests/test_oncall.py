@@ -49,7 +49,7 @@ def on_terminal(*args: str, columns: int = 120, **env: str) -> tuple[int, str]:
             break
         chunks.append(data)
     os.close(master)
-    proc.wait(timeout=240)
+    proc.communicate(timeout=240)  # reads and closes its stderr pipe
     return proc.returncode, b"".join(chunks).decode().replace("\r\n", "\n")
 
 

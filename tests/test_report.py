@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import ROOT
+from conftest import ROOT, program
 
 from pipeline.common.config import load_config
 from pipeline.gate.evaluate import evaluate_gate
@@ -252,13 +252,7 @@ def test_gate_and_help_do_not_import_altair():
 
 
 def _chromium() -> str:
-    path = shutil.which("chromium")
-    if not path:
-        message = "chromium not installed: apt-get install chromium (.ci/run installs it)"
-        if os.environ.get("CI"):  # in CI a missing browser is a failure, never a skip that hides a broken chart
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return program("chromium")
 
 
 def _offline_prefix() -> list[str]:

@@ -7,17 +7,14 @@ it. Nothing here writes a golden file.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import sqlglot  # in the test extra
 
-# in the test extra: under CI a missing sqlglot fails here instead of skipping the file
-sqlglot = __import__("sqlglot") if os.environ.get("CI") else pytest.importorskip("sqlglot")
-
-from pipeline.warehouse.spark.dialect import SPARK_FILES, spark_sql, transpile  # noqa: E402
+from pipeline.warehouse.spark.dialect import SPARK_FILES, spark_sql, transpile
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = ".venv/bin/python tests/golden/regenerate.py --update-goldens"
