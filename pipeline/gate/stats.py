@@ -178,15 +178,38 @@ def betainc(a: float, b: float, x: float) -> float:
 
 
 def log_betainc(a: float, b: float, x: float) -> float:
-    """log I_x(a, b), without underflow far in the tails (where I itself is below 1e-308)."""
+    """log I_x(a, b), without underflow far in the tails (where I itself is below 1e-308). SciPy's betainc and
+    betaincc (Boost's ibeta: a few microseconds, where the continued fraction below needs thousands of terms for
+    the large a and b of a big segment) wherever their value is representable; the continued fraction, in logs,
+    past that."""
     if x <= 0:
         return -math.inf
     if x >= 1:
         return 0.0
+    lower_of, upper_of = _ibeta()
+    lower = float(lower_of(a, b, x))
+    if _REPRESENTABLE < lower <= 0.5:
+        return math.log(lower)
+    if lower > 0.5:
+        upper = float(upper_of(a, b, x))
+        if upper > _REPRESENTABLE:
+            return math.log1p(-upper)
     if x < (a + 1) / (a + b + 2):
         return a * math.log(x) + b * math.log1p(-x) - log_beta(a, b) + math.log(_betacf(a, b, x) / a)
-    upper = b * math.log1p(-x) + a * math.log(x) - log_beta(a, b) + math.log(_betacf(b, a, 1 - x) / b)
-    return math.log1p(-math.exp(upper)) if upper < 0 else -math.inf
+    upper_log = b * math.log1p(-x) + a * math.log(x) - log_beta(a, b) + math.log(_betacf(b, a, 1 - x) / b)
+    return math.log1p(-math.exp(upper_log)) if upper_log < 0 else -math.inf
+
+
+_REPRESENTABLE = 1e-290  # below it SciPy's value loses digits to subnormals, or is 0: the tails take logs
+
+
+@functools.cache
+def _ibeta() -> tuple[Callable[[float, float, float], float], Callable[[float, float, float], float]]:
+    """SciPy's regularized incomplete beta and its complement, imported on first use (0.3 s: not at start-up)."""
+    from scipy.special import betainc as lower
+    from scipy.special import betaincc as upper
+
+    return lower, upper
 
 
 def _log_diff(log_hi: float, log_lo: float) -> float:

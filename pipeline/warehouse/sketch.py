@@ -15,8 +15,10 @@ size, for about ln(max/min) / (2e) buckets per figure and group (~460 for a 10x 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -78,18 +80,23 @@ def quantiles(buckets: Sequence[int], counts: Sequence[int], fractions: Sequence
     return (v_lo + (h - lo) * (v_hi - v_lo)).tolist()
 
 
+@functools.lru_cache(maxsize=4096)
+def _as_decimal(fraction: float) -> tuple[int, int]:
+    """`fraction` as DuckDB reads it, the decimal its shortest repr writes, as an exact ratio of integers."""
+    exact = Fraction(repr(float(fraction)))
+    return exact.numerator, exact.denominator
+
+
 def order_statistics(buckets: Sequence[int], counts: Sequence[int], fractions: Sequence[float],
                      relative_error: float) -> list[float] | None:
     """quantile_disc at each fraction from one histogram: the value of the k-th smallest, k = max(1, ceil(n f))
     (DuckDB reads f as a decimal, so 0.81 x 300 is 243, not 244); None when the histogram is empty."""
-    from decimal import ROUND_CEILING, Decimal
-
     sorted_ = _sorted(buckets, counts, relative_error)
     if sorted_ is None:
         return None
     values, ends = sorted_
     n = int(ends[-1])
-    ks = [max(1, int((Decimal(n) * Decimal(repr(float(f)))).to_integral_value(ROUND_CEILING))) for f in fractions]
+    ks = [max(1, -(-n * top // bottom)) for top, bottom in map(_as_decimal, fractions)]
     return values[np.searchsorted(ends, np.asarray(ks) - 1, side="right")].tolist()
 
 
