@@ -281,23 +281,26 @@ def apply(con: Any, row: dict[str, Any], result: dict[str, Any], config: Config,
     """Record the looks of one stored evaluation and replay the states of its segments (in the caller's
     transaction); returns every state of the release."""
     release = result["release"]
-    for segment, look in looks_of(result).items():
-        sqlfiles.run(con, "rollout/upsert_look", {
-            "release": release, "segment": segment, "day": look.day, "outcome": look.outcome,
-            "decision": look.decision, "failed_gates": list(look.failed_gates),
-            "evaluation_uid": row["evaluation_uid"], "evaluated_at": datetime.fromisoformat(row["evaluated_at"]),
-            "trigger": row["trigger"], "held_gates": list(look.held_gates)})
+    looks = looks_of(result)
+    sqlfiles.run(con, "rollout/upsert_looks", {
+        "release": release, "segment": list(looks), "day": [look.day for look in looks.values()],
+        "outcome": [look.outcome for look in looks.values()], "decision": [look.decision for look in looks.values()],
+        "failed_gates": [list(look.failed_gates) for look in looks.values()],
+        "held_gates": [list(look.held_gates) for look in looks.values()],
+        "evaluation_uid": row["evaluation_uid"], "evaluated_at": datetime.fromisoformat(row["evaluated_at"]),
+        "trigger": row["trigger"]})
     states = current(con, release, config, now, acts)
     store(con, release, states, now)
     return states
 
 
 def store(con: Any, release: str, states: dict[str, SegmentState], now: datetime) -> None:
-    for s in states.values():
-        sqlfiles.run(con, "rollout/set_state", {
-            "release": release, "segment": s.segment, "state": s.state, "since": s.since, "last_day": s.last_day,
-            "last_decision": s.last_decision, "last_fail": s.last_fail, "passes": s.passes, "recent": s.recent,
-            "failed_gates": list(s.failed_gates), "reason": s.reason, "updated_at": now})
+    rows = list(states.values())
+    sqlfiles.run(con, "rollout/set_states", {
+        "release": release, "updated_at": now, **{
+            column: [getattr(s, column) if column != "failed_gates" else list(s.failed_gates) for s in rows]
+            for column in ("segment", "state", "since", "last_day", "last_decision", "last_fail", "passes", "recent",
+                           "failed_gates", "reason")}})
 
 
 # ------------------------------------------------------------------ what the states mean for the app
