@@ -164,7 +164,8 @@ def query(db_path: Path, sql: str) -> list[tuple]:
         con.close()
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240,
+            cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """The `pipeline` command run in this process (`main(argv)`, its stdout and stderr captured), as a
     CompletedProcess; for exit codes, output and what the command stores. A test of what only a separate process
     shows (a signal, a kill, a lock held by the command itself) uses `run_process`. CI is unset unless a test
@@ -177,7 +178,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240)
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     loggers = [logging.getLogger(name) for name in (logs.log.name, *logs.LIBRARY_LOGGERS)]
     logger_state = [(lg, lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
-    with _environment({"CI": "", **(env or {})}), contextlib.chdir(ROOT), \
+    with _environment({"CI": "", **(env or {})}), contextlib.chdir(cwd), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(list(args))
@@ -274,8 +275,7 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(ROOT / "sample_logs", folder / "sample_logs")
     (folder / "gates").mkdir()  # docs/ledger.md's example reads the example costs by this relative path
     shutil.copy(ROOT / "gates" / "costs.example.yaml", folder / "gates" / "costs.example.yaml")
-    done = subprocess.run([sys.executable, "-m", "pipeline", *demo_nightly_args()], capture_output=True, text=True,
-                          cwd=folder, timeout=600)
+    done = run_cli(*demo_nightly_args(), cwd=folder)
     assert done.returncode == 0, done.stderr
     return folder
 

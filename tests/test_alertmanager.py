@@ -87,10 +87,12 @@ def _held(alerts: list[dict]) -> set[tuple]:
 def test_nightly_keeps_alertmanager_in_step_with_rollback_and_recovery(alertmanager: str, tmp_path: Path) -> None:
     landing = tmp_path / "landing"
     config = tmp_path / "admission.yaml"
+    # one day's window, and recovery after 2 passing looks (not 3): the rollback, its dwell and a recovery in 4 nights
     text = DEFAULT_CONFIG.read_text().replace("window_days: 14 ", "window_days: 1 ").replace(
+        "recover_looks: 3 ", "recover_looks: 2 ").replace(
         "  stdout: true\n", f"  stdout: true\n  sinks: [{{kind: alertmanager, url: '{alertmanager}', "
                             "report_base_url: 'https://reports.example'}]\n")
-    assert "window_days: 1 " in text and "kind: alertmanager" in text
+    assert "window_days: 1 " in text and "recover_looks: 2 " in text and "kind: alertmanager" in text
     config.write_text(text)
     path = tmp_path / "t.duckdb"
 
@@ -128,7 +130,7 @@ def test_nightly_keeps_alertmanager_in_step_with_rollback_and_recovery(alertmana
     assert _held(_ours(alertmanager)) == _expected(path) == fired
     assert {a["fingerprint"]: a["startsAt"] for a in _ours(alertmanager)} == started
 
-    for day in range(3, 7):
+    for day in range(3, 5):
         night(day)
     left = _expected(path)
     assert len(left) < len(fired)  # segments recovered (those the good days judge)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_cli
 
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
@@ -54,13 +54,28 @@ def test_every_docs_page_is_found():
 
 @pytest.mark.parametrize(("page", "line", "command", "shown"), EXAMPLES, ids=[f"{e[0]}:{e[1]}" for e in EXAMPLES])
 def test_docs_command_runs_as_written(demo_dir: Path, page: str, line: int, command: str, shown: str | None):
-    expected = re.search(r"#\s*exit (\d+)\s*$", command)
+    """Each example through the CLI's main() in this process, from the demo folder (the installed script
+    itself: the test below)."""
     argv = shlex.split(command, comments=True)
+    assert argv[0] == "pipeline"
+    done = run_cli(*argv[1:], env={"COLUMNS": "200", "PIPELINE_DB": ""}, cwd=demo_dir)
+    _as_written(page, line, command, shown, done)
+
+
+def test_the_installed_script_runs_the_first_readme_example(demo_dir: Path):
+    """The `pipeline` script pip installed beside this Python, in a process of its own, as a user types it."""
+    page, line, command, shown = next(e for e in EXAMPLES if e[0] == "README.md")
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "pipeline").exists(), f"no pipeline script beside {sys.executable}"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "200"}
     env.pop("PIPELINE_DB", None)
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=demo_dir, env=env, timeout=300)
+    done = subprocess.run(shlex.split(command, comments=True), capture_output=True, text=True, cwd=demo_dir,
+                          env=env, timeout=300)
+    _as_written(page, line, command, shown, done)
+
+
+def _as_written(page: str, line: int, command: str, shown: str | None, done: subprocess.CompletedProcess) -> None:
+    expected = re.search(r"#\s*exit (\d+)\s*$", command)
     want = int(expected.group(1)) if expected else 0
     assert done.returncode == want, f"{page} line {line}: `{command}` exited {done.returncode}: {done.stderr}"
     assert "Traceback" not in done.stderr

@@ -254,31 +254,30 @@ def test_the_winning_copy_does_not_depend_on_arrival_order(tmp_path, one_run, ba
     assert rolled == [(18,)]  # the replaced row left its day's rollup
 
 
-def test_an_exception_gx_swallows_in_metric_resolution_is_named_and_debug_shows_it(tmp_path):
+def test_an_exception_gx_swallows_in_metric_resolution_is_named_and_debug_shows_it(tmp_path, monkeypatch):
     """GX's metric graph catches an exception that is not one of its metric errors, logs a line and reports
     every rule as "Metric ... is not available". The ingest stops (exit 2), naming the real exception; with
     --debug the traceback ends in it."""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(  # imported before the pipeline silences pyspark's pandas warning
-        "import warnings\n"
-        "with warnings.catch_warnings():\n"
-        "    warnings.simplefilter('ignore', FutureWarning)\n"
-        "    from great_expectations.execution_engine import SqlAlchemyExecutionEngine\n"
-        "def boom(self, *a, **k):\n"
-        "    raise ValueError('injected: a plain bug in metric resolution')\n"
-        "SqlAlchemyExecutionEngine.resolve_metrics = boom\n")
+    from great_expectations.execution_engine import SqlAlchemyExecutionEngine
+
+    from pipeline.ingest import run
+
+    def boom(self, *a, **k):
+        raise ValueError("injected: a plain bug in metric resolution")
+
+    monkeypatch.setattr(SqlAlchemyExecutionEngine, "resolve_metrics", boom)
+    monkeypatch.setattr(run, "_validators", {})  # a new Validator, so its self-test runs on the broken GX
     path = write(valid_table(20, seed=4), tmp_path / "land" / "a.parquet")
-    env = {**os.environ, "PYTHONPATH": str(hook)}
-    args = [sys.executable, "-m", "pipeline", "ingest", "--db", str(tmp_path / "t.duckdb"), "--as-of", AS_OF, str(path)]
-    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    args = ("ingest", "--db", str(tmp_path / "t.duckdb"), "--as-of", AS_OF, str(path))
+    done = run_cli(*args)
     assert done.returncode == 2
     lines = [ln for ln in done.stderr.strip().splitlines() if not ln.startswith("pipeline ingest: created a new ")]
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert lines[0].startswith("pipeline ingest: error: the Great Expectations self-test on DuckDB failed (rule "
                                "v_not_null: Great Expectations could not evaluate it: its metric resolution raised "
                                "ValueError: injected: a plain bug in metric resolution); "), lines[0]
-    debug = subprocess.run([*args, "--debug"], capture_output=True, text=True, env=env, timeout=300)
+    run._validators.clear()
+    debug = run_cli(*args, "--debug")
     assert debug.returncode == 2
     assert "Traceback (most recent call last)" in debug.stderr
     assert "ValueError: injected: a plain bug in metric resolution" in debug.stderr

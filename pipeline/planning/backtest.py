@@ -307,8 +307,12 @@ def backtest(con: Any, release: str, config: Config, as_of: datetime, nights: in
     for inj in injections:
         variants.append((VariantResult(f"{inj.label} ({inj.gate})", "inject", inj.gate), config, inj,
                          lambda t, rng, inj=inj: inj.apply(t, rng, inj.size)))
+    stored_looks: list[NightLook] | None = None  # the whole release as stored replays the same every run
     for run in range(runs):
         for i, (result, cfg, inj, make) in enumerate(variants):
+            if result.kind == "stored" and fraction >= 1 and stored_looks is not None:
+                _count(result, stored_looks)
+                continue
             rng = np.random.default_rng([seed, run, i])
             table = source
             if fraction < 1:
@@ -316,7 +320,10 @@ def backtest(con: Any, release: str, config: Config, as_of: datetime, nights: in
             scale = ({"factor": 1 + inj.size, "figure": inj.in_warehouse, **_budgets(cfg)}
                      if inj and inj.in_warehouse else None)
             scratch = load_scratch(make(table, rng), cfg, scale=scale)
-            _count(result, replay_nights(scratch, release, cfg, first_night, nights))
+            looks = replay_nights(scratch, release, cfg, first_night, nights)
+            if result.kind == "stored":
+                stored_looks = looks
+            _count(result, looks)
     return BacktestResult(release, first_night, nights, runs, seed, segment_rows, config,
                           [v for v, *_ in variants])
 
