@@ -9,7 +9,7 @@ SPARK_STAMP := $(VENV)/.spark-stamp
 WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
-.PHONY: demo test test-core test-slow test-spark slowest lint bench bench-spark clean
+.PHONY: system-packages demo test test-core test-slow test-spark slowest lint bench bench-spark clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,11 +22,14 @@ demo: $(STAMP)
 	@echo "The examples of README.md and docs/ run as written once the venv is on PATH:"
 	@echo "  export PATH=\"$(CURDIR)/$(BIN):\$$PATH\""
 
-# installs the programs the tests drive (tests/system-packages: root on Debian), or stops at once saying how
-test: $(STAMP)
-	tests/system-packages install
+# installs the programs the tests drive (tests/system-packages: root on Debian), or stops at once saying how,
+# before the venv is built
+test: system-packages $(STAMP)
 	$(BIN)/ruff check pipeline tests bench
 	$(PYTEST)
+
+system-packages:
+	tests/system-packages install
 
 # the suite without those programs: their tests are skipped, each listed with its reason
 test-core: $(STAMP)

@@ -30,20 +30,28 @@ _KEY = ("side", "task", "device_tier", "network_bucket", "level")
 
 def segment_quantiles(engine: Any, params: dict[str, Any], config: Config) -> list[dict]:
     """Per side and segment (and task x bucket): each figure's p95 (`<figure>_p95`) and its order statistics over
-    stats.QUANTILE_GRID (`<figure>_grid`), from the merged histograms."""
-    merged = _histograms(sqlfiles.dicts(engine, HISTOGRAMS_SQL, params),
-                         lambda row: (tuple(row[k] for k in _KEY), row["figure"]))
+    stats.QUANTILE_GRID (`<figure>_grid`), from the merged histograms (the SQL orders them by group and bin, so
+    each group's histogram is one slice of the bin and count columns)."""
+    table = sqlfiles.arrow(engine, HISTOGRAMS_SQL, params)
+    columns = [table[k].to_pylist() for k in (*_KEY, "figure")]
+    bins, counts = table["bin"].to_numpy(), table["n"].to_numpy()
     e = config.engine.sketch_relative_error
-    out = []
-    for key in dict.fromkeys(key for key, _ in merged):
-        row = dict(zip(_KEY, key, strict=True))
-        for name in FIGURES:
-            buckets, counts = merged.get((key, name), ([], []))
-            p95 = sketch.quantiles(buckets, counts, [P95], e) if buckets else None
+    rows: dict[tuple, dict] = {}
+    groups = list(zip(*columns, strict=True))
+    start = 0
+    for end in range(1, len(groups) + 1):
+        if end < len(groups) and groups[end] == groups[start]:
+            continue
+        *key, name = groups[start]
+        row = rows.setdefault(tuple(key), {**dict(zip(_KEY, key, strict=True)),
+                                           **{f"{f}_{part}": None for f in FIGURES for part in ("p95", "grid")}})
+        if name in FIGURES:
+            b, c = bins[start:end], counts[start:end]
+            p95 = sketch.quantiles(b, c, [P95], e)
             row[f"{name}_p95"] = p95[0] if p95 else None
-            row[f"{name}_grid"] = sketch.order_statistics(buckets, counts, stats.QUANTILE_GRID, e) if buckets else None
-        out.append(row)
-    return out
+            row[f"{name}_grid"] = sketch.order_statistics(b, c, stats.QUANTILE_GRID, e)
+        start = end
+    return list(rows.values())
 
 
 def arrival_lag(engine: Any, params: dict[str, Any], config: Config) -> dict[str, dict[str, float]] | None:

@@ -29,3 +29,11 @@ GROUP BY
     (side, task, device_tier, network_bucket, figure, bin),
     (side, task, network_bucket, figure, bin)
   )
+ORDER BY
+  side NULLS LAST,
+  task NULLS LAST,
+  device_tier NULLS LAST,
+  network_bucket NULLS LAST,
+  level NULLS LAST,
+  figure NULLS LAST,
+  bin NULLS LAST
