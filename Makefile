@@ -41,7 +41,7 @@ test-core: $(STAMP)
 test-slow: $(STAMP)
 	$(PYTEST) -m slow --durations=0
 
-# docs/tests.md's table of the slowest default tests, from one serial run
+# docs/tests.md's table of the slowest default tests, from one run of the default suite as make test runs it
 slowest: $(STAMP)
 	$(BIN)/python tests/slowest.py
 
