@@ -37,7 +37,7 @@ def _what_it_proves(node_id: str) -> str:
 def main() -> int:
     started = time.monotonic()
     run = subprocess.run([sys.executable, "-m", "pytest", "-n", "auto", "--dist", "loadfile", "-p", "no:cacheprovider",
-                          "--durations=0", "-q"], capture_output=True, text=True, cwd=ROOT)
+                          "--durations=0"], capture_output=True, text=True, cwd=ROOT)  # one -q (addopts): a tally
     wall = time.monotonic() - started
     if run.returncode != 0:
         print(run.stdout[-4000:], run.stderr[-2000:], sep="\n", file=sys.stderr)

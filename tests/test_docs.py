@@ -54,8 +54,9 @@ def test_every_docs_page_is_found():
 
 @pytest.mark.parametrize(("page", "line", "command", "shown"), EXAMPLES, ids=[f"{e[0]}:{e[1]}" for e in EXAMPLES])
 def test_docs_command_runs_as_written(demo_dir: Path, page: str, line: int, command: str, shown: str | None):
-    """Each example through the CLI's main() in this process, from the demo folder (the installed script
-    itself: the test below)."""
+    """Every `$ pipeline` example of README.md and docs/ runs as written on the demo and prints the first line
+    shown. Through the CLI's main() in this process, from the demo folder (the installed script itself: the
+    test below)."""
     argv = shlex.split(command, comments=True)
     assert argv[0] == "pipeline"
     done = run_cli(*argv[1:], env={"COLUMNS": "200", "PIPELINE_DB": ""}, cwd=demo_dir)
