@@ -34,7 +34,7 @@ def test_reads_during_an_ingest_and_a_nightly_never_wait_and_match_the_snapshot_
     made = run_cli("simulate", "--out", str(first), "--release", "4.12", "--rows", "40000", "--files", "4",
                    "--scenario", "postmortem", "--seed", "3", "--start", "2026-11-24", "--days", "7")
     assert made.returncode == 0, made.stderr
-    made = run_cli("simulate", "--out", str(second), "--release", "4.13", "--rows", "160000", "--files", "8",
+    made = run_cli("simulate", "--out", str(second), "--release", "4.13", "--rows", "80000", "--files", "8",
                    "--seed", "4", "--start", "2026-11-24", "--days", "7")
     assert made.returncode == 0, made.stderr
     night = run_cli("nightly", "--db", str(db), "--landing", str(first), "--as-of", AS_OF, env=env)
