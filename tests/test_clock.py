@@ -72,11 +72,10 @@ def test_the_demo_gives_the_same_answer_under_a_clock_of_2025(tmp_path):
     """`make demo` under faketime '2025-06-01' stores the same rows and prints the same verdicts as today."""
     faketime = program("faketime")
     shutil.copytree(ROOT / "sample_logs", tmp_path / "sample_logs")
-    command = [sys.executable, "-m", "pipeline", *demo_nightly_args("today.duckdb")]
-    today = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=600)
-    command[-3] = "past.duckdb"  # the --db value
-    past = subprocess.run([faketime, "2025-06-01 00:00:00", *command], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=600)
+    today = run_cli(*demo_nightly_args("today.duckdb"), cwd=tmp_path)  # the real clock: in this process
+    past = subprocess.run([faketime, "2025-06-01 00:00:00", sys.executable, "-m", "pipeline",
+                           *demo_nightly_args("past.duckdb")], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=600)
     assert today.returncode == past.returncode == 0, past.stderr
     assert "2025-06-01T" in past.stderr  # the fake clock was really in force (log stamps are wall-clock)
     assert _verdict_lines(past.stdout) == _verdict_lines(today.stdout)
