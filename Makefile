@@ -37,8 +37,10 @@ test-core: $(STAMP)
 	$(BIN)/ruff check pipeline tests bench
 	PIPELINE_TESTS_PARTIAL=1 $(PYTEST)
 
-# the 100-seed sweeps and benchmark-sized runs (pyproject's addopts deselect them from `make test`)
-test-slow: $(STAMP)
+# the 100-seed sweeps and benchmark-sized runs (pyproject's addopts deselect them from `make test`), Spark
+# Connect's among them: the spark extra and Java too
+test-slow: $(SPARK_STAMP)
+	tests/system-packages install --spark
 	$(PYTEST) -m slow --durations=0
 
 # docs/tests.md's table of the slowest default tests, from one run of the default suite as make test runs it
