@@ -279,14 +279,13 @@ def rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool,
     as mixture_width says. Fixed: the exact binomial tail, valid for one look. NaN when there is nothing to test."""
     if n <= 0 or not 0 < p0 < 1:
         return math.nan
-    if sequential:
-        return min(1.0, math.exp(-_log_mixture_lr(k, n, p0, above, mixture_width(p0, above, relative_width))))
-    return binom_sf(k, n, p0) if above else binom_cdf(k, n, p0)
+    return math.exp(_log_rate_p_value(k, n, p0, above, sequential, relative_width))
 
 
 def _log_rate_p_value(k: float, n: float, p0: float, above: bool, sequential: bool,
                       relative_width: float | None) -> float:
-    """log of `rate_p_value` (n > 0, 0 < p0 < 1), without its underflow to 0 far from p0."""
+    """log of `rate_p_value` (n > 0, 0 < p0 < 1), without its underflow to 0 far from p0: what rate_bounds
+    inverts. Fixed: log P(X >= k) (above) or log P(X <= k) of X ~ Binomial(n, p0), as binom_sf/binom_cdf."""
     if sequential:
         return min(0.0, -_log_mixture_lr(k, n, p0, above, mixture_width(p0, above, relative_width)))
     if above:

@@ -297,10 +297,10 @@ def apply(con: Any, row: dict[str, Any], result: dict[str, Any], config: Config,
 def store(con: Any, release: str, states: dict[str, SegmentState], now: datetime) -> None:
     rows = list(states.values())
     sqlfiles.run(con, "rollout/set_states", {
-        "release": release, "updated_at": now, **{
-            column: [getattr(s, column) if column != "failed_gates" else list(s.failed_gates) for s in rows]
-            for column in ("segment", "state", "since", "last_day", "last_decision", "last_fail", "passes", "recent",
-                           "failed_gates", "reason")}})
+        "release": release, "updated_at": now, "failed_gates": [list(s.failed_gates) for s in rows],
+        **{column: [getattr(s, column) for s in rows]
+           for column in ("segment", "state", "since", "last_day", "last_decision", "last_fail", "passes", "recent",
+                          "reason")}})
 
 
 # ------------------------------------------------------------------ what the states mean for the app
