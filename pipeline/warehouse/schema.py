@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import yaml
 
 from pipeline.common import package_data
+from pipeline.common.yamlspec import load_yaml
 
 SCHEMA_PATH = package_data.folder("schemas") / "telemetry_event.yaml"
 
@@ -108,7 +108,7 @@ def _cross_rule(raw: dict[str, Any]) -> Rule:
 
 @cache
 def load_schema(path: Path = SCHEMA_PATH) -> Schema:
-    raw = yaml.safe_load(path.read_text())
+    raw = load_yaml(path.read_text())
     columns = tuple(
         Column(
             name=c["name"],
