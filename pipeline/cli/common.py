@@ -268,12 +268,14 @@ def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, s
 
 @contextmanager
 def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False) -> Iterator[Any]:
-    """A read-only connection whose derived fields (network buckets, cap) follow `config`."""
-    from pipeline.warehouse import db
+    """A read-only connection whose derived fields (network buckets, cap) follow `config`, with the archive's
+    days beside the file's rows (all_events, all_quarantine: pipeline/warehouse/archive.py)."""
+    from pipeline.warehouse import archive, db
     from pipeline.warehouse.aggregate import use_settings
 
     with db.reading(_db(args), sandbox=sandbox) as con:
         use_settings(con, config)
+        archive.register(con, _db(args), config)
         yield con
 
 

@@ -80,6 +80,13 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_archive(args: argparse.Namespace) -> int:
+    from pipeline.warehouse.archive import age_out
+
+    _show(args, age_out(_db(args), _config(args), now=_as_of(args)))
+    return EXIT_OK
+
+
 def _print_limited(args: argparse.Namespace, con: Any, sql: str, params: dict[str, Any] | None = None) -> None:
     from pipeline.common.tables import rows_as
     from pipeline.warehouse.adhoc import run_limited
@@ -183,6 +190,14 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     _engine_options(p)
     p.set_defaults(func=cmd_aggregate)
+
+    p = sub.add_parser("archive", help="move raw events and quarantined rows older than the config's archive "
+                                       "settings to the archive (Delta Lake tables; docs/archive.md); idempotent")
+    _db_option(p)
+    _config_option(p)
+    _as_of_option(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    p.set_defaults(func=cmd_archive)
 
     p = sub.add_parser("sql", help="run ad hoc SQL on a read-only connection that cannot write or read files")
     p.add_argument("query", help="SQL; tables: events, events_enriched, rollup_daily, quarantine, files, ...")

@@ -42,6 +42,8 @@ EXAMPLES = {
     "ingest": "pipeline ingest sample_logs/\npipeline ingest landing/day-2026-11-30.parquet --json\n"
               "pipeline ingest s3://telemetry-landing/uploads/   # credentials: the AWS chain (docs/landing.md)",
     "aggregate": "pipeline aggregate\npipeline aggregate --full   # recompute every day, e.g. after a config change",
+    "archive": "pipeline archive   # the nightly job runs it after the gate\n"
+               "pipeline archive --as-of 2026-12-01 --json",
     "sql": 'pipeline sql "SELECT release, count(*) FROM events GROUP BY ALL" --format table\n'
            'pipeline sql "SELECT * FROM quarantine LIMIT 5" --format json',
     "query": "pipeline query --list\n"
@@ -129,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(args.log_format)
     from pipeline.common import stopping
 
-    if args.command in ("ingest", "nightly", "aggregate"):
+    if args.command in ("ingest", "nightly", "aggregate", "archive"):
         stopping.install()  # SIGTERM/SIGINT: finish the file in hand, then stop
     elif args.command in ("sql", "query"):
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # like Ctrl-C: interrupt the query, exit 130

@@ -364,6 +364,21 @@ class LandingSettings:
                                                   "they are read and stored; a larger object is read alone")
 
 
+@dataclass(frozen=True)
+class ArchiveSettings:
+    """How long rows stay in the DuckDB file before they move to the archive, a Delta Lake table other tools
+    read (pipeline/warehouse/archive.py, docs/archive.md)."""
+    raw_events_days: int = _f(45, 1, 36_500, help="raw events of whole days older than this move to the archive: "
+                                                  "at least window_days plus completeness_lag_hours")
+    quarantine_days: int = _f(45, 1, 36_500, help="quarantined rows move to the archive this many whole days after "
+                                                  "they were quarantined")
+    device_day_days: int = _f(30, 1, 36_500, help="days of rollup_device_day kept (the gate's device-level rollup): "
+                                                  "at least window_days plus the retention gate's horizon_days "
+                                                  "plus completeness_lag_hours")
+    location: str = _f("", help="a folder or s3://bucket/prefix holding the archive's tables; '' = <db>.archive/ "
+                                "beside the DuckDB file")
+
+
 # keys of the landing section that would hold a credential: refused with where credentials go instead
 _SECRET_WORDS = ("secret", "password", "access_key", "token", "credential")
 
@@ -402,6 +417,7 @@ class Config:
     costs: Costs = Costs()
     engine: EngineSettings = EngineSettings()
     landing: LandingSettings = LandingSettings()
+    archive: ArchiveSettings = ArchiveSettings()
     source: str = ""
     digest: str = ""
 
@@ -453,6 +469,21 @@ def _check_rollout(config: Config) -> None:
         names.add(window.name)
 
 
+def _check_archive(config: Config) -> None:
+    """The archive never takes a day the gate still reads (its window and the late-data lag)."""
+    a, lag_days = config.archive, -(-config.completeness_lag_hours // 24)
+    needed = config.window_days + int(lag_days)
+    lag = f" + completeness_lag_hours ({config.completeness_lag_hours:g} h)" if lag_days else ""
+    if a.raw_events_days < needed:
+        raise ValueError(f"archive.raw_events_days ({a.raw_events_days}) is shorter than the gate reads: "
+                         f"window_days ({config.window_days}){lag} needs at least {needed} days")
+    horizon = int(-(-config.gates.retention.horizon_days // 1))
+    if a.device_day_days < needed + horizon:
+        raise ValueError(f"archive.device_day_days ({a.device_day_days}) is shorter than the gate reads: "
+                         f"window_days ({config.window_days}){lag} + gates.retention.horizon_days ({horizon}) "
+                         f"needs at least {needed + horizon} days")
+
+
 def _task_overrides(overrides: Any, config: Config) -> dict[str, Gates]:
     if overrides is None:
         return {}
@@ -483,6 +514,7 @@ def load_config(path: Path | None = None) -> Config:
         config = build(Config, raw, "", Config(), skip=("source", "digest"))
         _check_rollout(config)
         _check_sinks(config.alerts)
+        _check_archive(config)
         per_task = _task_overrides(overrides, config)
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -1136,12 +1136,17 @@ def _days_observed(con: Any, params: dict[str, Any]) -> float:
 
 
 def releases(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return [r[0] for r in sqlfiles.run(con, "gate/releases").fetchall()]
+    """The releases with rows in the file, or in the archive (a DuckDB file lists its archived days; the Spark
+    engine keeps every partition)."""
+    found = {r[0] for r in sqlfiles.run(con, "gate/releases").fetchall()}
+    if isinstance(con, duckdb.DuckDBPyConnection):
+        found |= {r[0] for r in sqlfiles.run(con, "archive/releases").fetchall()}
+    return sorted(found)
 
 
 def require_release(con: duckdb.DuckDBPyConnection, release: str) -> None:
     """UnknownRelease, naming the releases present, unless `release` has rows; every command asks this."""
-    if sqlfiles.run(con, "gate/has_release", {"release": release}).fetchall()[0][0]:
+    if sqlfiles.run(con, "gate/has_release", {"release": release}).fetchall()[0][0] or release in releases(con):
         return
     known = releases(con)
     if release not in known:

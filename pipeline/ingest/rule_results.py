@@ -11,6 +11,10 @@ import pyarrow as pa
 STAGE = "stage"  # the in-memory database attached to the ingest connection for the staging tables
 INDEX = "_id"  # row number in a staging table: never event_id, which can be null or repeated
 STAGED_FILE = "_staged_file"  # in a staging table: the file a row came from (its index in the run)
+# the one rule ingest checks itself, beside the contract's (Great Expectations): a late row of a day whose raw
+# events moved to the archive is quarantined (that day's rollups are final; pipeline/warehouse/archive.py)
+DAY_ARCHIVED = "day_archived"
+DAY_ARCHIVED_EXPECTATION = "its release's day is not yet in the archive (archive.raw_events_days)"
 
 
 class ValidatorError(Exception):
@@ -46,6 +50,11 @@ class Validation:
     def shifted(self, first: int, size: int) -> Validation:
         """The validation of one file whose rows had staging ids first..first+size-1, in file rows."""
         return Validation(self.results, {rule: idx - first for rule, idx in self.failing_rows.items()}).split([size])[0]
+
+    def plus(self, rule: str, expectation: str, rows: np.ndarray, size: int) -> Validation:
+        """This validation and one more rule of our own, broken by `rows` (file rows) of a file of `size` rows."""
+        failing = {**self.failing_rows, rule: rows} if len(rows) else self.failing_rows
+        return Validation([*self.results, RuleResult(rule, expectation, len(rows) == 0, size, len(rows))], failing)
 
     def rows_failing(self) -> int:
         """How many rows broke at least one rule (they are quarantined)."""

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from pipeline.common import clock, stopping
@@ -56,7 +57,7 @@ from pipeline.ingest import isolated, reading
 from pipeline.ingest.landing import discover
 from pipeline.ingest.object_store import is_uri, parse_uri
 from pipeline.ingest.results import FileResult, IngestResult
-from pipeline.ingest.rule_results import STAGE, Validation, ValidatorError
+from pipeline.ingest.rule_results import DAY_ARCHIVED, DAY_ARCHIVED_EXPECTATION, STAGE, Validation, ValidatorError
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 from pipeline.warehouse.schema import Schema, load_schema
@@ -240,6 +241,7 @@ class Ingestor:
         self._results: dict[int, FileResult] = {}
         self._by_file_id: dict[int, FileResult] = {}
         self._stored_before = 0  # the last file_id of the warehouse when the run began
+        self._archived_days: pa.Table | None = None  # (release, day)s moved to the archive when the run began
         self._stop = threading.Event()
         self._stored = threading.Semaphore(1)  # stage.validated may be replaced: its batch is stored
         self._names: dict[Path, str] = {}
@@ -253,7 +255,8 @@ class Ingestor:
         self._names = names or {}
         with self.warehouse.writing() as con:
             known = {row[0]: row[1:] for row in sqlfiles.run(con, "ingest/loaded_files").fetchall()}
-            self._stored_before = sqlfiles.run(con, "ingest/last_file_id").fetchone()[0]
+            self._stored_before = sqlfiles.run(con, "ingest/last_file_id").fetchall()[0][0]
+            self._archived_days = sqlfiles.arrow(con, "archive/archived_event_days")
         con = duckdb.connect(config={"threads": DUCKDB_THREADS, "memory_limit": DUCKDB_MEMORY_LIMIT,
                                      "temp_directory": f"{self.warehouse.path}.tmp"})
         staging = con.cursor()
@@ -380,7 +383,11 @@ class Ingestor:
                     found.append(validator.validate("file", self.now, size).shifted(first, size))
                 except ValidatorError as exc:
                     found.append(f"validator error: {exc}")
+        late = self._archived_day_rows(con)
         for (index, checked, first), v in zip(staged, found, strict=True):
+            if isinstance(v, Validation) and late is not None:
+                mine = late[(late >= first) & (late < first + checked.rows)] - first
+                v = v.plus(DAY_ARCHIVED, DAY_ARCHIVED_EXPECTATION, mine, checked.rows)
             if isinstance(v, str):
                 _reject(batch, index, checked, v, known, self._name(checked.path))
                 continue
@@ -390,6 +397,17 @@ class Ingestor:
         batch.failures = pa.concat_tables(
             [v.failure_pairs(offset=j.first) for j in batch.jobs if (v := j.validation) is not None]
             or [Validation([]).failure_pairs()])
+
+    def _archived_day_rows(self, con: duckdb.DuckDBPyConnection) -> np.ndarray | None:
+        """The _ids of stage.batch's rows of a day already moved to the archive; None when none has moved."""
+        if self._archived_days is None or self._archived_days.num_rows == 0:
+            return None
+        con.register("archived_event_days", self._archived_days)
+        try:
+            ids = sqlfiles.arrow(con, "ingest/archived_day_rows").column("_id").to_numpy()
+        finally:
+            con.unregister("archived_event_days")
+        return ids.astype(np.int64)
 
     # --- the caller's thread: storing ---------------------------------------------------------------
 

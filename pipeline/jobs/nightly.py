@@ -30,6 +30,7 @@ from pipeline.ingest.run import DEFAULT_BATCH_ROWS, ingest
 from pipeline.rollout.history import record_evaluation
 from pipeline.warehouse import db, runs, sqlfiles
 from pipeline.warehouse.aggregate import refresh, use_settings
+from pipeline.warehouse.archive import age_out
 from pipeline.warehouse.handle import Warehouse
 
 
@@ -156,6 +157,13 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                     use_settings(con, config)
                     index = write_reports(con, results, config, report_dir)
                 _step(run, "report", t, f"{len(results)} reports, index {index}", reports=len(results))
+            stopping.check()
+            t = time.perf_counter()
+            if engine is None:
+                aged = age_out(wh, config, now=now)
+                _step(run, "archive", t, str(aged), **{k: v for k, v in aged.to_dict().items() if k != "moved"})
+            else:
+                _step(run, "archive", t, "archive: the Spark engine keeps every partition (docs/archive.md)")
             wh.let_go()  # a slow webhook must not stall other writers: deliver() takes the lock only to read/mark
             t = time.perf_counter()
             delivery = deliver(wh, config, out=alert_out)

@@ -6,6 +6,7 @@
     wh.segments("4.12", as_of="2026-12-01")                    # the gate's verdict per segment
     wh.evaluations("4.12")                                     # what earlier runs decided, newest first
     wh.quarantine()                                            # quarantined rows per broken rule and file
+    wh.events(release="4.12", since="2026-10-01")              # raw events, archived days included
     wh.query("edge_vs_cloud_latency", release="4.12")          # any named query of sql/queries/
 
 Every method opens the warehouse read-only for its own query and closes it, so a notebook never holds the
@@ -25,7 +26,7 @@ import polars as pl
 from pipeline.common import clock
 from pipeline.common.config import Config, load_config
 from pipeline.common.errors import UsageError
-from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse import archive, db, sqlfiles
 from pipeline.warehouse.aggregate import use_settings
 
 FALLBACK_DIMENSIONS = ("release", "day", "device_tier", "network_bucket")  # what fallback_rate's query keeps
@@ -45,7 +46,13 @@ class Warehouse:
     def _frame(self, sql: str, params: dict[str, Any]) -> pl.DataFrame:
         with db.reading(self.path) as con:
             use_settings(con, self.config)
+            archive.register(con, self.path, self.config)
             return pl.from_arrow(con.sql(sql, params=params).to_arrow_table())  # type: ignore[return-value]
+
+    def events(self, release: str | None = None, since: str | None = None, until: str | None = None) -> pl.DataFrame:
+        """Raw events of days [since, until), from the file and from the archive alike (docs/archive.md)."""
+        q = sqlfiles.sql_file("archive/events")
+        return self._frame(q.text, sqlfiles.query_params(q, {"release": release, "since": since, "until": until}))
 
     def query(self, name: str, **params: Any) -> pl.DataFrame:
         """A named query of sql/queries/ (`pipeline query --list`), its params as keywords."""

@@ -130,8 +130,7 @@ def refresh_on(con: duckdb.DuckDBPyConnection, config: Config, full: bool,
     try:
         save_settings(con, config, digest, now)
         if full:
-            for table in ROLLUP_TABLES:
-                con.execute(f"DELETE FROM {table}")
+            sqlfiles.run(con, "rollups/clear_live_days")
         sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after})
         day_rows = sqlfiles.run(con, "rollups/day_rows").fetchall()
         groups = 0

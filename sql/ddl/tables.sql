@@ -143,3 +143,15 @@ CREATE TABLE IF NOT EXISTS landing_marks (
     last_key    VARCHAR NOT NULL,
     listed_at   TIMESTAMP NOT NULL
 );
+-- the days moved to the archive (pipeline/warehouse/archive.py): what left the file, verified in the archive
+-- before it was deleted here; a day is read from the archive exactly when it has a row here
+CREATE TABLE IF NOT EXISTS archived_days (
+    kind           VARCHAR NOT NULL,      -- events | quarantine
+    release        VARCHAR NOT NULL,      -- '' for quarantine (partitioned by the day it was quarantined)
+    day            DATE NOT NULL,
+    rows           BIGINT NOT NULL,
+    checksum       VARCHAR NOT NULL,      -- sum of DuckDB's hash of every column of every row
+    table_version  BIGINT NOT NULL,       -- the Delta table's version that holds the day
+    archived_at    TIMESTAMP NOT NULL,
+    PRIMARY KEY (kind, release, day)
+);
