@@ -28,6 +28,7 @@ rollout state and the files ledger stay (they grow with releases and days, not w
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -166,6 +167,7 @@ def register(con: duckdb.DuckDBPyConnection, db_path: Path, config: Config) -> N
 
 def _fault(step: str) -> None:
     if os.environ.get(FAULT_ENV) == f"archive-{step}":
+        print(f"test fault: the move stopped after it was {step}", file=sys.stderr, flush=True)
         time.sleep(600)
 
 
