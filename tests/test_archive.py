@@ -23,6 +23,7 @@ from botocore.config import Config as BotoConfig
 from conftest import ROOT, query, run_cli, valid_table, write
 from deltalake import DeltaTable
 from test_landing_s3 import _env, s3_endpoint  # noqa: F401 (moto's S3 server, a fixture of this module too)
+from test_output_schema import _validator
 
 AS_OF = datetime(2026, 12, 10)
 DAYS = [AS_OF.date() - timedelta(days=k) for k in range(8, 0, -1)]  # 2026-12-02 .. 2026-12-09
@@ -64,7 +65,9 @@ def warehouse(tmp_path: Path) -> tuple[Path, Path]:
 def _archive(db: Path, config: Path) -> dict:
     proc = run_cli("archive", "--db", str(db), "--config", str(config), "--as-of", AS_OF.isoformat(), "--json")
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    out = json.loads(proc.stdout)
+    _validator("archive").validate(out)
+    return out
 
 
 def _all_events(db: Path, config: Path, sql: str) -> list[list]:
@@ -209,3 +212,38 @@ def test_an_archive_under_s3_on_moto(warehouse, s3_endpoint, monkeypatch, tmp_pa
         == 10 * ROWS
     after = _all_events(db, config, PER_DAY.format("all_events").replace("*COLUMNS(*)", "*COLUMNS(* EXCLUDE (day))"))
     assert sorted(map(tuple, after)) == [(r, d.isoformat(), n, h) for r, d, n, h in before]
+
+
+def _differences(db: Path) -> dict[str, tuple[int, int]]:
+    """Per table: rows of the warehouse missing from its newest snapshot and rows of the snapshot it lacks."""
+    (snapshot,) = sorted(Path(f"{db}.snapshots").glob("*.duckdb"))[-1:]
+    con = duckdb.connect()
+    con.execute("ATTACH $p AS w (READ_ONLY)", {"p": str(db)})
+    con.execute("ATTACH $p AS s (READ_ONLY)", {"p": str(snapshot)})
+    found = {}
+    for (table,) in con.sql("SELECT table_name FROM duckdb_tables() WHERE database_name = 'w'").fetchall():
+        if table in ("events", "quarantine"):
+            assert con.sql(f"SELECT count(*) FROM s.{table}").fetchall() == [(0,)]  # columns, no rows
+            continue
+        ours = con.sql(f"SELECT count(*) FROM (FROM w.{table} EXCEPT ALL FROM s.{table})").fetchall()[0][0]
+        theirs = con.sql(f"SELECT count(*) FROM (FROM s.{table} EXCEPT ALL FROM w.{table})").fetchall()[0][0]
+        if ours or theirs:
+            found[table] = (ours, theirs)
+    con.close()
+    return found
+
+
+def test_each_snapshot_holds_every_table_but_the_raw_rows_as_the_warehouse_does(warehouse, tmp_path):
+    db, config = warehouse
+    assert _differences(db) == {}  # the first: built whole
+    _archive(db, config)  # days move, device-day rows go: built from the previous snapshot and the changed days
+    assert _differences(db) == {}
+    recent = valid_table(60, seed=902, start=datetime.combine(DAYS[-1], datetime.min.time()))
+    write(recent, tmp_path / "l" / "x.parquet")
+    assert run_cli("ingest", str(tmp_path / "l"), "--db", str(db), "--config", str(config),
+                   "--as-of", AS_OF.isoformat()).returncode == 0
+    assert _differences(db) == {}
+    assert run_cli("aggregate", "--full", "--db", str(db), "--config", str(config),
+                   "--as-of", AS_OF.isoformat()).returncode == 0
+    assert _differences(db) == {}
+    assert query(db, "SELECT count(*) FROM rollup_daily")[0][0] > 0

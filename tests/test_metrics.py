@@ -47,6 +47,10 @@ def test_nightly_writes_metrics_promtool_accepts_and_a_failed_run_keeps_the_last
         36000.0, 35983.0, 17.0, 0.0)
     assert first['edge_pipeline_segments{decision="rollback_to_cloud",release="4.12"}'] == 12.0
     assert first['edge_pipeline_alert_deliveries{sink="jsonl",status="delivered"}'] == 1.0
+    # the archive step: nothing is 45 days old yet; the sizes it measured
+    assert (first["edge_pipeline_archived_events_rows_total"], first["edge_pipeline_archived_events_partitions"],
+            first["edge_pipeline_archived_quarantine_rows_total"], first["edge_pipeline_archive_bytes"]) == (0, 0, 0, 0)
+    assert first["edge_pipeline_warehouse_bytes"] >= Path(db_file).stat().st_size
     # a night whose alert cannot be delivered fails: the file is rewritten, its last success is not
     down = _config(tmp_path, "[{kind: webhook, url: 'http://127.0.0.1:9/hook'}]", prom)
     text = down.read_text().replace("delivery_deadline_s: 60", "delivery_deadline_s: 1")

@@ -115,13 +115,30 @@ def test_a_publish_killed_midway_leaves_the_previous_snapshot_and_the_next_write
         killed.wait()
     assert _snapshots(db) == [before]  # the half copy is not a snapshot
     with writer_holding(db, open_file=True):
-        done = run_cli("sql", "--db", str(db), "SELECT count(*) AS n FROM events", "--format", "csv")
+        done = run_cli("sql", "--db", str(db), "SELECT sum(rows) AS n FROM rollup_daily", "--format", "csv")
     assert (done.returncode, done.stdout) == (0, "n\n300\n"), done.stderr
     assert f"read snapshot {before.stem} " in done.stderr
     assert run_cli("ingest", "--db", str(db), str(tmp_path / "c.parquet")).returncode == 0
     newest = _snapshots(db)[-1]
     assert newest != before and not list(folder.glob(".tmp-*"))  # the next writer cleaned up and published
-    assert query(newest, "SELECT count(*) FROM events")[0][0] == 600  # b was committed before its publish died
+    # b was committed before its publish died; a snapshot holds the roll-ups and the ledger, not the raw events
+    assert query(newest, "SELECT (SELECT sum(accepted) FROM files), (SELECT sum(rows) FROM rollup_daily), "
+                         "(SELECT count(*) FROM events)") == [(600, 600, 0)]
+
+
+def test_raw_rows_are_read_from_the_warehouse_between_the_writers_steps_never_from_a_snapshot(tmp_path):
+    db = tmp_path / "telemetry.duckdb"
+    write(valid_table(300, seed=1), tmp_path / "a.parquet")
+    assert run_cli("ingest", "--db", str(db), str(tmp_path / "a.parquet")).returncode == 0
+    with writer_holding(db):  # a run holds the writer lock, between two of its steps
+        raw = run_cli("sql", "--db", str(db), "SELECT count(*) AS n FROM events", "--format", "csv")
+        rolled = run_cli("query", "--db", str(db), "fallback_rate", "--param", "release=4.12", "--format", "csv")
+    assert (raw.returncode, raw.stdout, raw.stderr) == (0, "n\n300\n", "")  # the file itself: no snapshot named
+    assert rolled.returncode == 0 and "pipeline query: read snapshot " in rolled.stderr
+    with writer_holding(db, open_file=True):  # a step holds the file past the busy timeout
+        held = run_cli("--busy-timeout", "0.3", "sql", "--db", str(db), "SELECT count(*) FROM events")
+    assert held.returncode == 2
+    assert held.stderr.startswith(f"pipeline sql: error: database {db} is held by another writer"), held.stderr
 
 
 def test_how_many_snapshots_are_kept_and_none_at_all(tmp_path):
@@ -131,7 +148,7 @@ def test_how_many_snapshots_are_kept_and_none_at_all(tmp_path):
         assert run_cli("ingest", "--db", str(db), str(tmp_path / f"{seed}.parquet")).returncode == 0
     kept = _snapshots(db)
     assert len(kept) == 2  # the default
-    assert [query(p, "SELECT count(*) FROM events")[0][0] for p in kept] == [150, 200]
+    assert [query(p, "SELECT sum(accepted) FROM files")[0][0] for p in kept] == [150, 200]
     assert all(not os.access(p, os.W_OK) or os.geteuid() == 0 for p in kept)
     assert all(p.stat().st_mode & 0o222 == 0 for p in kept)  # read-only files
     with writer_holding(db, open_file=True):

@@ -200,7 +200,7 @@ def _telemetry(args: argparse.Namespace, config: Any) -> Iterator[Any]:
     if spark is not None:
         yield spark
         return
-    with _warehouse(args, config) as con:
+    with _warehouse(args, config, raw=True) as con:
         yield con
 
 
@@ -267,13 +267,14 @@ def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, s
 
 
 @contextmanager
-def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False) -> Iterator[Any]:
+def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False, raw: bool = False) -> Iterator[Any]:
     """A read-only connection whose derived fields (network buckets, cap) follow `config`, with the archive's
-    days beside the file's rows (all_events, all_quarantine: pipeline/warehouse/archive.py)."""
+    days beside the file's rows (all_events, all_quarantine: pipeline/warehouse/archive.py). `raw`: it reads raw
+    rows, so it reads the warehouse file, never a snapshot (pipeline/warehouse/snapshots.py)."""
     from pipeline.warehouse import archive, db
     from pipeline.warehouse.aggregate import use_settings
 
-    with db.reading(_db(args), sandbox=sandbox) as con:
+    with db.reading(_db(args), sandbox=sandbox, raw=raw) as con:
         use_settings(con, config)
         archive.register(con, _db(args), config)
         yield con

@@ -116,7 +116,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
     if not args.query.strip():
         raise UsageError('no SQL given; e.g. pipeline sql "SELECT count(*) FROM events"')
-    with _warehouse(args, _config(args), sandbox=True) as con:
+    from pipeline.warehouse.snapshots import reads_raw_rows
+
+    with _warehouse(args, _config(args), sandbox=True, raw=reads_raw_rows(args.query)) as con:
         check_read_statement(con, args.query)
         try:
             _print_limited(args, con, args.query)
@@ -149,7 +151,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     q = sqlfiles.named_query(args.name, hint="see pipeline query --list (")
     bound = sqlfiles.query_params(q, sqlfiles.convert_params(q, _params(args.param, sqlfiles.param_names(q))),
                                   spelled="--param {}=...")
-    with _warehouse(args, _config(args)) as con:
+    from pipeline.warehouse.snapshots import reads_raw_rows
+
+    with _warehouse(args, _config(args), raw=reads_raw_rows(q.text)) as con:
         if bound.get("release") is not None:
             _require_release(con, bound["release"])
         _print_limited(args, con, q.text, bound)

@@ -50,7 +50,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         with db.reading(_db(args)) as con:
             states = rollout.preview(con, result.to_dict(), config, recorded(con, result.release, _db(args)))
     else:
-        with _warehouse(args, config) as con:
+        with _warehouse(args, config, raw=args.from_events) as con:
             result = _evaluate(args, config, con)
             # what storing it will make of the states, with the actions on record and waiting
             states = rollout.preview(con, result.to_dict(), config, recorded(con, result.release, _db(args)))
@@ -211,7 +211,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pipeline.views.report import report_filename, write_report
 
     config = _config(args)
-    with _warehouse(args, config) as con:
+    with _warehouse(args, config, raw=True) as con:  # its latency and heat charts read raw events
         result = _evaluate(args, config, con)
         path = write_report(con, args.release, config, args.out or Path(report_filename(args.release)),
                             result=result, candidates=args.candidate)

@@ -33,7 +33,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     for path in args.candidate:
         if not path.is_file():
             raise UsageError(f"--candidate {path}: no such file")
-    with _warehouse(args, config) as con:
+    with _warehouse(args, config, raw=True) as con:  # the field's p95s of a candidate's tiers read raw events
         ledger = compute_ledger(con, args.release, config, as_of=_as_of(args), candidates=args.candidate)
     _show(args, ledger)
     return EXIT_OK

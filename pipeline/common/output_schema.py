@@ -14,7 +14,8 @@ from typing import Any
 from pipeline.common import package_data
 
 SCHEMA_VERSION = 1
-OUTPUTS = ("gate", "nightly", "ingest", "routing", "state", "ledger", "backtest", "drill", "compare", "rollout")
+OUTPUTS = ("gate", "nightly", "ingest", "routing", "state", "ledger", "backtest", "drill", "compare", "rollout",
+           "archive")
 
 
 def schema(name: str) -> dict[str, Any]:

@@ -59,6 +59,20 @@ def registry(con: Any) -> CollectorRegistry:
                                "(delivered, pending, failed)", labels=["sink", "status"])
     for sink, state, n in sqlfiles.run(con, "metrics/alerts").fetchall():
         alerts.add_metric([sink, state], n)
+    archived = sqlfiles.run(con, "metrics/archive").fetchall()
+    for kind, days, rows, _, _ in archived:  # pipeline/warehouse/archive.py; they only grow
+        families.append(CounterMetricFamily(f"{PREFIX}_archived_{kind}_rows", f"Rows of {kind} moved to the archive",
+                                            value=float(rows)))
+        unit = "release-days" if kind == "events" else "days quarantined on"
+        families.append(GaugeMetricFamily(f"{PREFIX}_archived_{kind}_partitions", f"Partitions of {kind} in the "
+                                          f"archive ({unit})", value=float(days)))
+    warehouse_bytes, archive_bytes = archived[0][3], archived[0][4]
+    if warehouse_bytes is not None:  # as the last run that archived measured them
+        families.append(GaugeMetricFamily(f"{PREFIX}_warehouse_bytes", "The DuckDB file, its WAL and its snapshots",
+                                          value=float(warehouse_bytes)))
+    if archive_bytes is not None:  # an archive on local disk
+        families.append(GaugeMetricFamily(f"{PREFIX}_archive_bytes", "The archive's Delta tables on local disk",
+                                          value=float(archive_bytes)))
     reg.register(_Snapshot([*families, segments, alerts]))
     return reg
 

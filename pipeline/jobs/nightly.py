@@ -161,9 +161,10 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             t = time.perf_counter()
             if engine is None:
                 aged = age_out(wh, config, now=now)
-                _step(run, "archive", t, str(aged), **{k: v for k, v in aged.to_dict().items() if k != "moved"})
+                counts = {k: v for k, v in aged.to_dict().items() if k not in ("moved", "schema_version")}
+                _step(run, "archive", t, str(aged).removeprefix("archive: "), **counts)
             else:
-                _step(run, "archive", t, "archive: the Spark engine keeps every partition (docs/archive.md)")
+                _step(run, "archive", t, "the Spark engine keeps every partition (docs/archive.md)")
             wh.let_go()  # a slow webhook must not stall other writers: deliver() takes the lock only to read/mark
             t = time.perf_counter()
             delivery = deliver(wh, config, out=alert_out)

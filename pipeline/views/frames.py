@@ -26,7 +26,7 @@ import polars as pl
 from pipeline.common import clock
 from pipeline.common.config import Config, load_config
 from pipeline.common.errors import UsageError
-from pipeline.warehouse import archive, db, sqlfiles
+from pipeline.warehouse import archive, db, snapshots, sqlfiles
 from pipeline.warehouse.aggregate import use_settings
 
 FALLBACK_DIMENSIONS = ("release", "day", "device_tier", "network_bucket")  # what fallback_rate's query keeps
@@ -44,7 +44,7 @@ class Warehouse:
             raise UsageError(f"{self.path}: no warehouse here (run `pipeline nightly` or `pipeline ingest` first)")
 
     def _frame(self, sql: str, params: dict[str, Any]) -> pl.DataFrame:
-        with db.reading(self.path) as con:
+        with db.reading(self.path, raw=snapshots.reads_raw_rows(sql)) as con:
             use_settings(con, self.config)
             archive.register(con, self.path, self.config)
             return pl.from_arrow(con.sql(sql, params=params).to_arrow_table())  # type: ignore[return-value]

@@ -140,6 +140,8 @@ def refresh_on(con: duckdb.DuckDBPyConnection, config: Config, full: bool,
         for first, last in day_chunks([rows for _, _, rows in day_rows], CHUNK_ROWS):
             sqlfiles.run(con, "rollups/chunk_days", {"first": first, "last": last})
             groups += insert_chunk(con, config, now)
+        if day_rows:
+            sqlfiles.run(con, "rollups/set_day_versions")
         save_state(con, digest, now)
         con.commit()
     except BaseException:

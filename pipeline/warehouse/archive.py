@@ -43,6 +43,7 @@ import pyarrow as pa
 from pipeline.common import clock, stopping
 from pipeline.common.config import Config
 from pipeline.common.errors import PipelineError
+from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
@@ -90,7 +91,7 @@ class ArchiveResult:
         return sum(1 for m in self.moved if m.kind == kind)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"location": self.location, "event_days_moved": self.days(EVENTS),
+        return {"schema_version": SCHEMA_VERSION, "location": self.location, "event_days_moved": self.days(EVENTS),
                 "event_rows_moved": self.rows(EVENTS), "quarantine_days_moved": self.days(QUARANTINE),
                 "quarantine_rows_moved": self.rows(QUARANTINE),
                 "device_day_rows_dropped": self.device_day_rows_dropped, "archive_bytes": self.archive_bytes,

@@ -326,9 +326,12 @@ def held_by_another(path: Path) -> bool:
     return False
 
 
-def _read_target(path: Path) -> tuple[Path, snapshots.Snapshot | None]:
-    """The file a reader opens: the warehouse, or its newest snapshot while another process writes it."""
+def _read_target(path: Path, raw: bool = False) -> tuple[Path, snapshots.Snapshot | None]:
+    """The file a reader opens: the warehouse, or its newest snapshot while another process writes it; `raw`
+    (the reader needs raw rows, which snapshots do not hold): the warehouse, between the writer's steps."""
     key = path.resolve()
+    if raw:
+        return path, None
     if _pinned and key in _chosen:
         chosen = _chosen[key]
     else:
@@ -339,17 +342,18 @@ def _read_target(path: Path) -> tuple[Path, snapshots.Snapshot | None]:
     return (chosen[0].path, chosen[0]) if chosen else (path, None)
 
 
-def connect_read(path: Path, sandbox: bool = False, wait: float | None = None) -> duckdb.DuckDBPyConnection:
+def connect_read(path: Path, sandbox: bool = False, wait: float | None = None,
+                 raw: bool = False) -> duckdb.DuckDBPyConnection:
     """A read-only connection. While another process holds the writer lock it reads the newest snapshot
-    (pipeline/warehouse/snapshots.py); otherwise, or with no snapshot yet, a busy file is retried for up to
-    `wait` seconds (default: busy_timeout()). `sandbox` also cuts off files, extensions and settings (for
-    ad hoc SQL)."""
+    (pipeline/warehouse/snapshots.py), unless `raw` (it reads raw rows); otherwise, or with no snapshot yet, a
+    busy file is retried for up to `wait` seconds (default: busy_timeout()). `sandbox` also cuts off files,
+    extensions and settings (for ad hoc SQL)."""
     if not path.exists():
         raise DatabaseError(f"no database at {path}; create it with: pipeline ingest --db {path} PATH")
     config = {"enable_external_access": False, "autoload_known_extensions": False,
               "autoinstall_known_extensions": False,
               "max_temp_directory_size": SANDBOX_TEMP_LIMIT} if sandbox else None
-    target, snapshot = _read_target(path)
+    target, snapshot = _read_target(path, raw)
     if snapshot is None:
         con = _open_waiting(path, read_only=True, config=config, wait=wait)
     else:
@@ -365,8 +369,8 @@ def connect_read(path: Path, sandbox: bool = False, wait: float | None = None) -
 
 
 @contextmanager
-def reading(path: Path, sandbox: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = connect_read(path, sandbox=sandbox)
+def reading(path: Path, sandbox: bool = False, raw: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = connect_read(path, sandbox=sandbox, raw=raw)
     try:
         yield con
     except BaseException:

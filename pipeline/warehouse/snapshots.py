@@ -1,13 +1,15 @@
 """Snapshots of the warehouse that readers read while a writer holds it (docs/writer-lock.md, "Snapshots").
 
 DuckDB lets no process open a file another one holds read-write, so while the nightly job writes, `gate`,
-`explain`, `state`, `history`, `report`, `query` and `sql` read the newest snapshot instead: a byte copy of the
-whole warehouse file in `<db>.snapshots/<id>.duckdb`, taken by the writer while it holds the writer lock and
-has the file closed (every transaction committed and checkpointed), so the copy is a consistent warehouse. A
-copy of the file costs about what the disk does (1.2 GB, 20M events: 0.9 s here, `bench/snapshots.py`); serving
-the tables through DuckDB's COPY FROM DATABASE took 20 s for the same file.
+`explain`, `state`, `drill`, `compare`, `history`, `runs` and the named queries over roll-ups read the newest
+snapshot instead: a DuckDB file in `<db>.snapshots/<id>.duckdb` with every table of the warehouse but the raw
+rows (RAW_TABLES: there with their columns and no rows) and every view, built by the writer while it holds the
+writer lock and has the file closed (every transaction committed), so it is a consistent warehouse. Its size
+and its cost follow the roll-ups, evaluations and rollout state, not the events (`bench/snapshots.py`).
+Readers of raw rows (`pipeline sql` or `query` over events or quarantine, the report, `backtest`,
+`gate --from-events`) read the warehouse file itself, which a writer holds only for one step at a time.
 
-- publish: copy to `.tmp-<id>` beside them, fsync, chmod read-only, rename (atomic): a writer killed mid-copy
+- publish: build `.tmp-<id>` beside them, fsync, chmod read-only, rename (atomic): a writer killed mid-build
   leaves only a temporary file, which the next publish removes; readers never see a partial snapshot.
 - a writer publishes when its run lets go of the warehouse, and during a long run after a write at most every
   PUBLISH_EVERY_S seconds;
@@ -18,6 +20,7 @@ the tables through DuckDB's COPY FROM DATABASE took 20 s for the same file.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -25,15 +28,25 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from pipeline.common import clock
 from pipeline.common.errors import UsageError
+from pipeline.warehouse import sqlfiles
 
 KEEP_ENV = "PIPELINE_SNAPSHOTS"
 DEFAULT_KEEP = 2
 PUBLISH_EVERY_S = 60.0
+# tables that grow with traffic (pipeline/warehouse/archive.py moves their old days out): a snapshot has their
+# columns, not their rows
+RAW_TABLES = ("events", "quarantine")
+# kept per (release, day) and recomputed together (pipeline/warehouse/aggregate.py), each refresh moving the days'
+# rollup_day_versions: a snapshot takes the days that changed since the previous one
+DAY_TABLES = ("rollup_daily", "rollup_hist", "rollup_device_day")
+RAW_READERS = (*RAW_TABLES, "events_enriched", "all_events", "all_quarantine")  # and the views over them
 _ID_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 # Tests only (the variable db.py's "checkpoint" fault reads too): "publish" stops a publish halfway through its
-# copy, so a test can kill it there.
+# build, so a test can kill it there.
 FAULT_ENV = "PIPELINE_TEST_FAULT"
 
 
@@ -55,6 +68,16 @@ class Snapshot:
 
     def describe(self) -> str:
         return f"snapshot {self.id} (published {self.published_at:%Y-%m-%d %H:%M:%S} UTC)"
+
+
+def reads_raw_rows(sql: str) -> bool:
+    """Whether `sql` reads a raw table or a view over one (a snapshot has none of their rows); SQL DuckDB cannot
+    parse counts as reading them (it goes to the warehouse file, whose error then says what is wrong)."""
+    try:  # get_table_names cannot bind parameters: each $name stands for a NULL while the names are read
+        names = duckdb.get_table_names(re.sub(r"\$[A-Za-z_]\w*", "NULL", sql))
+    except duckdb.Error:
+        return True
+    return any(name.lower() in RAW_READERS for name in names)
 
 
 def folder(db_path: Path) -> Path:
@@ -90,37 +113,103 @@ def publish(db_path: Path) -> Snapshot | None:
         return None
     where = folder(db_path)
     where.mkdir(exist_ok=True)
-    for leftover in where.glob(".tmp-*"):  # a publish killed midway; only the lock holder publishes
+    for leftover in where.glob(".tmp-*"):  # a publish killed midway (and its WAL); only the lock holder publishes
         leftover.unlink(missing_ok=True)
     snapshot_id = clock.wall().strftime(_ID_FORMAT)
     final = where / f"{snapshot_id}.duckdb"
     tmp = where / f".tmp-{snapshot_id}"
-    _copy(db_path, tmp)
-    wal = Path(f"{db_path}.wal")  # left only when a checkpoint failed: its commits live there
-    if wal.exists():
-        _copy(wal, Path(f"{tmp}.wal"))
-        os.rename(f"{tmp}.wal", f"{final}.wal")
+    previous = newest(db_path)
+    _build(db_path, tmp, previous.path if previous is not None else None)
     os.rename(tmp, final)
     _fsync_dir(where)
     for old in published(db_path)[:-kept]:
         old.path.unlink(missing_ok=True)
-        Path(f"{old.path}.wal").unlink(missing_ok=True)
+        Path(f"{old.path}.wal").unlink(missing_ok=True)  # beside snapshots of earlier versions
     return Snapshot(final)
 
 
-def _copy(source: Path, target: Path) -> None:
-    if os.environ.get(FAULT_ENV) == "publish":
-        with source.open("rb") as src, target.open("wb") as dst:
-            dst.write(src.read(max(1, source.stat().st_size // 2)))
-            dst.flush()
-            time.sleep(600)
-    shutil.copyfile(source, target)
+def _build(source: Path, target: Path, previous: Path | None) -> None:
+    """A new DuckDB file at `target`: `source`'s tables (RAW_TABLES empty) and views, fsynced, read-only.
+    From a copy of the `previous` snapshot when there is one with the same tables: then only the roll-ups of the
+    days that changed since, and the small tables, are written. Reading `source` read-only also reads a WAL a
+    failed checkpoint left beside it."""
+    if previous is not None:
+        shutil.copyfile(previous, target)
+        os.chmod(target, 0o644)
+    con = duckdb.connect(str(target))
+    try:
+        con.execute("ATTACH $path AS warehouse (READ_ONLY)", {"path": str(source)})
+        if previous is None or not sqlfiles.run(con, "snapshots/columns").fetchall()[0][0]:
+            _build_whole(con)
+        else:
+            _build_changes(con)
+        con.execute("DETACH warehouse")
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
     fd = os.open(target, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
     os.chmod(target, 0o444)
+
+
+# Table names below come from DuckDB's catalog, never from input: a name cannot be a bound parameter.
+
+def _build_whole(con: duckdb.DuckDBPyConnection) -> None:
+    for name in _names(con, "tables"):
+        con.execute(f'DROP TABLE IF EXISTS main."{name}"')
+    for view in _names(con, "views", "name"):
+        con.execute(f'DROP VIEW IF EXISTS main."{view}"')
+    for table in _names(con, "tables"):
+        rows = " LIMIT 0" if table in RAW_TABLES else ""
+        con.execute(f'CREATE TABLE main."{table}" AS SELECT * FROM warehouse.main."{table}"{rows}')
+        if os.environ.get(FAULT_ENV) == "publish":
+            con.execute("CHECKPOINT")
+            time.sleep(600)
+    _create_views(con, _names(con, "views"))
+
+
+def _build_changes(con: duckdb.DuckDBPyConnection) -> None:
+    """The previous snapshot brought up to date: the small tables whole, the roll-ups day by day."""
+    con.begin()
+    sqlfiles.run(con, "snapshots/changed_days")  # before rollup_day_versions is copied below
+    for table in _names(con, "tables"):
+        if table in RAW_TABLES or table in DAY_TABLES:
+            continue
+        con.execute(f'DELETE FROM main."{table}"')
+        con.execute(f'INSERT INTO main."{table}" SELECT * FROM warehouse.main."{table}"')
+    for table in DAY_TABLES:
+        con.execute(f'DELETE FROM main."{table}" s USING changed_days c WHERE s.release = c.release AND s.day = c.day')
+        con.execute(f'INSERT INTO main."{table}" SELECT w.* FROM warehouse.main."{table}" w '
+                    "SEMI JOIN changed_days c ON w.release = c.release AND w.day = c.day")
+    sqlfiles.run(con, "snapshots/dropped_device_days")  # archive.device_day_days: the warehouse dropped them
+    con.commit()
+    for view in _names(con, "views", "name"):  # a view's text may have changed with the package
+        con.execute(f'DROP VIEW IF EXISTS main."{view}"')
+    _create_views(con, _names(con, "views"))
+
+
+def _names(con: duckdb.DuckDBPyConnection, what: str, column: int | str = 0) -> list[str]:
+    """The warehouse's tables (sql/snapshots/tables.sql), or its views' CREATE statements or names."""
+    rows = sqlfiles.run(con, f"snapshots/{what}").fetchall()
+    return [r[1] if column == "name" else r[0] for r in rows]
+
+
+def _create_views(con: duckdb.DuckDBPyConnection, statements: list[str]) -> None:
+    """The views in an order that works: a view replaced later than the ones that read it (the warehouse
+    re-creates settings_in_effect on each opening) is created before them."""
+    while statements:
+        failed = []
+        for create in statements:
+            try:
+                con.execute(create)
+            except duckdb.CatalogException:  # reads a view not created yet
+                failed.append(create)
+        if len(failed) == len(statements):
+            con.execute(failed[0])  # none can be made: the first one's own error says why
+        statements = failed
 
 
 def _fsync_dir(path: Path) -> None:

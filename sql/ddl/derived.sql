@@ -88,3 +88,11 @@ CREATE TABLE IF NOT EXISTS rollup_stale_days (
     release VARCHAR NOT NULL,
     day     DATE NOT NULL
 );
+-- which refresh last recomputed each (release, day)'s roll-ups: a snapshot (pipeline/warehouse/snapshots.py) takes
+-- the days whose version changed since the previous one
+CREATE TABLE IF NOT EXISTS rollup_day_versions (
+    release VARCHAR NOT NULL,
+    day     DATE NOT NULL,
+    version BIGINT NOT NULL,
+    PRIMARY KEY (release, day)
+);
