@@ -223,18 +223,17 @@ def age_out(warehouse: Warehouse | Path, config: Config, now: datetime | None = 
     with handle.of(warehouse, "archive") as wh:
         root = location(wh.path, config)
         result = ArchiveResult(root)
-        with wh.writing() as con:
+        with wh.writing() as con:  # one opening when nothing is due
             due = {kind: sqlfiles.run(con, f"archive/due_{STEM[kind]}_days",
                                       {"cutoff": cutoffs[kind]}).fetchall() for kind in TABLES}
+            cutoff = today - timedelta(days=config.archive.device_day_days)
+            result.device_day_rows_dropped = sqlfiles.run(con, "archive/drop_device_days",
+                                                          {"cutoff": cutoff}).fetchall()[0][0]
         for kind, days in due.items():
             for release, day, _ in days:
                 stopping.check()  # between days: each is whole in one place
                 with wh.writing() as con:
                     result.moved.append(_move_day(con, root, config, kind, release, day, now))
-        with wh.writing() as con:
-            cutoff = today - timedelta(days=config.archive.device_day_days)
-            result.device_day_rows_dropped = sqlfiles.run(con, "archive/drop_device_days",
-                                                          {"cutoff": cutoff}).fetchall()[0][0]
     result.archive_bytes = folder_bytes(Path(root)) if "://" not in root else None
     result.warehouse_bytes = warehouse_bytes(Path(wh.path))
     result.seconds = time.perf_counter() - start
