@@ -267,16 +267,18 @@ def _refresh_rollup(args: argparse.Namespace, config: Any, full: bool = False, s
 
 
 @contextmanager
-def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False, raw: bool = False) -> Iterator[Any]:
-    """A read-only connection whose derived fields (network buckets, cap) follow `config`, with the archive's
-    days beside the file's rows (all_events, all_quarantine: pipeline/warehouse/archive.py). `raw`: it reads raw
-    rows, so it reads the warehouse file, never a snapshot (pipeline/warehouse/snapshots.py)."""
+def _warehouse(args: argparse.Namespace, config: Any, sandbox: bool = False, raw: bool = False,
+               archived: bool = False) -> Iterator[Any]:
+    """A read-only connection whose derived fields (network buckets, cap) follow `config`. `raw`: it reads raw
+    rows, so it reads the warehouse file, never a snapshot (pipeline/warehouse/snapshots.py). `archived`: with the
+    archive's days beside the file's rows (all_events, all_quarantine: pipeline/warehouse/archive.py)."""
     from pipeline.warehouse import archive, db
     from pipeline.warehouse.aggregate import use_settings
 
     with db.reading(_db(args), sandbox=sandbox, raw=raw) as con:
         use_settings(con, config)
-        archive.register(con, _db(args), config)
+        if archived:
+            archive.register(con, _db(args), config)
         yield con
 
 

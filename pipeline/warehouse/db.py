@@ -123,7 +123,9 @@ def _opening(path: Path, open_: Callable[[], T]) -> T:
 
 
 def _open(path: Path, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
-    return _opening(path, lambda: duckdb.connect(str(path), read_only=read_only, config=config or {}))
+    con = _opening(path, lambda: duckdb.connect(str(path), read_only=read_only, config=config or {}))
+    con.execute("SET enable_progress_bar = false")  # a query over 2 s would draw one on stderr: a CI log's noise
+    return con
 
 
 def _waiting(open_: Callable[[], T], wait: float | None) -> T:
