@@ -43,9 +43,11 @@ RAW_TABLES = ("events", "quarantine")
 # kept per (release, day) and recomputed together (pipeline/warehouse/aggregate.py), each refresh moving the days'
 # rollup_day_versions: a snapshot takes the days that changed since the previous one
 DAY_TABLES = ("rollup_daily", "rollup_hist", "rollup_device_day")
-# a snapshot built from the previous one leaves the blocks of the rows it replaced free; once this share of its
-# file is free, the next one is built whole (measured: 18 % free after 45 nights of bench/month.py)
-FREE_SHARE_LIMIT = 0.15
+# a snapshot built from the previous one keeps the blocks of the rows it replaced: once it is this much larger
+# than the last one built whole (recorded in WHOLE_SIZE_FILE beside them), the next one is built whole
+# (bench/month.py: 141 MB after 45 nights built from the previous, 108 MB built whole)
+GROWTH_LIMIT = 1.25
+WHOLE_SIZE_FILE = ".whole-size"
 RAW_READERS = (*RAW_TABLES, "events_enriched", "all_events", "all_quarantine")  # and the views over them
 _ID_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 # Tests only (the variable db.py's "checkpoint" fault reads too): "publish" stops a publish halfway through its
@@ -136,8 +138,8 @@ def _build(source: Path, target: Path, previous: Path | None) -> None:
     From a copy of the `previous` snapshot when there is one with the same tables: then only the roll-ups of the
     days that changed since, and the small tables, are written. Reading `source` read-only also reads a WAL a
     failed checkpoint left beside it."""
-    if previous is not None and _free_share(previous) > FREE_SHARE_LIMIT:
-        previous = None  # built from scratch: the copy would carry its free blocks on
+    if previous is not None and previous.stat().st_size > GROWTH_LIMIT * _whole_size(previous.parent):
+        previous = None  # built from scratch: the copy would carry the blocks of replaced rows on
     if previous is not None:
         shutil.copyfile(previous, target)
         os.chmod(target, 0o644)
@@ -159,14 +161,16 @@ def _build(source: Path, target: Path, previous: Path | None) -> None:
     finally:
         os.close(fd)
     os.chmod(target, 0o444)
+    if previous is None:
+        (target.parent / WHOLE_SIZE_FILE).write_text(str(target.stat().st_size))
 
 
-def _free_share(snapshot: Path) -> float:
-    con = duckdb.connect(str(snapshot), read_only=True)
+def _whole_size(where: Path) -> float:
+    """The size of the last snapshot built whole (0 when unknown: the next one is built whole)."""
     try:
-        return sqlfiles.run(con, "snapshots/free_share").fetchall()[0][0]
-    finally:
-        con.close()
+        return float((where / WHOLE_SIZE_FILE).read_text())
+    except (OSError, ValueError):
+        return 0.0
 
 
 # Table names below come from DuckDB's catalog, never from input: a name cannot be a bound parameter.
