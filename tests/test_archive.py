@@ -200,8 +200,13 @@ def test_an_archive_under_s3_on_moto(warehouse, s3_endpoint, monkeypatch, tmp_pa
         monkeypatch.setenv(key, value)
     client = boto3.client("s3", endpoint_url=s3_endpoint, config=BotoConfig(s3={"addressing_style": "path"}))
     client.create_bucket(Bucket="archive")
-    config = _config(tmp_path, location="s3://archive/telemetry")
     before = sorted(query(db, PER_DAY.format("events")))
+    missing = _config(tmp_path, location="s3://no-such-bucket/telemetry")
+    failed = run_cli("archive", "--db", str(db), "--config", str(missing), "--as-of", AS_OF.isoformat())
+    assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr
+    assert failed.stderr.startswith("pipeline archive: error: archive s3://no-such-bucket/telemetry/events: ")
+    assert sorted(query(db, PER_DAY.format("events"))) == before  # nothing left the file
+    config = _config(tmp_path, location="s3://archive/telemetry")
     moved = _archive(db, config)
     assert (moved["event_rows_moved"], moved["location"], moved["archive_bytes"]) == (
         10 * ROWS, "s3://archive/telemetry", None)

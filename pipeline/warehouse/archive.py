@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from pipeline.common import clock, stopping
 from pipeline.common.config import Config
-from pipeline.common.errors import PipelineError
+from pipeline.common.errors import PipelineError, first_line
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
@@ -138,15 +138,27 @@ def storage_options(root: str, config: Config) -> dict[str, str] | None:
     return options
 
 
+@contextmanager
+def _storing(uri: str) -> Iterator[None]:
+    """delta-rs's and the store's errors (unreachable, denied, a conflicting writer) as one line naming the table."""
+    from deltalake.exceptions import DeltaError
+
+    try:
+        yield
+    except (DeltaError, OSError) as exc:
+        raise ArchiveError(f"archive {uri}: {first_line(exc)}") from None
+
+
 def _delta_table(root: str, kind: str, config: Config) -> Any | None:
     """The archive's Delta table of `kind`, or None before its first day moved."""
     from deltalake import DeltaTable
 
     uri = table_uri(root, kind)
     options = storage_options(root, config)
-    if not DeltaTable.is_deltatable(uri, storage_options=options):
-        return None
-    return DeltaTable(uri, storage_options=options)
+    with _storing(uri):
+        if not DeltaTable.is_deltatable(uri, storage_options=options):
+            return None
+        return DeltaTable(uri, storage_options=options)
 
 
 def _empty(con: duckdb.DuckDBPyConnection, kind: str) -> pa.Table:
@@ -188,15 +200,17 @@ def _move_day(con: duckdb.DuckDBPyConnection, root: str, config: Config, kind: s
     rows = sqlfiles.arrow(con, f"archive/{STEM[kind]}_day", params)
     live = sqlfiles.run(con, f"archive/{STEM[kind]}_day_checksum", params).fetchall()[0]
     options = storage_options(root, config)
-    write_deltalake(table_uri(root, kind), rows, partition_by=partition_by, mode="overwrite",
-                    predicate=_predicate(kind, release, day), schema_mode="merge", storage_options=options)
+    with _storing(table_uri(root, kind)):
+        write_deltalake(table_uri(root, kind), rows, partition_by=partition_by, mode="overwrite",
+                        predicate=_predicate(kind, release, day), schema_mode="merge", storage_options=options)
     _fault("written")
     table = _delta_table(root, kind, config)
-    con.register(name, table.to_pyarrow_dataset())
-    try:
-        archived = sqlfiles.run(con, f"archive/archived_{STEM[kind]}_day_checksum", params).fetchall()[0]
-    finally:
-        con.unregister(name)
+    with _storing(table_uri(root, kind)):
+        con.register(name, table.to_pyarrow_dataset())
+        try:
+            archived = sqlfiles.run(con, f"archive/archived_{STEM[kind]}_day_checksum", params).fetchall()[0]
+        finally:
+            con.unregister(name)
     what = f"{kind} of {release} {day}" if release else f"{kind} of {day}"
     if tuple(archived) != tuple(live):
         raise ArchiveError(f"archive {table_uri(root, kind)}: {what} reads back as {archived[0]} rows "
@@ -248,14 +262,3 @@ def warehouse_bytes(db_path: Path) -> int:
     """The DuckDB file, its WAL and its snapshots."""
     wal = Path(f"{db_path}.wal")
     return sum(p.stat().st_size for p in (db_path, wal) if p.exists()) + folder_bytes(Path(f"{db_path}.snapshots"))
-
-
-@contextmanager
-def reading_archive(con: duckdb.DuckDBPyConnection, db_path: Path, config: Config) -> Iterator[None]:
-    """`con` with the archive registered (see register) for the block."""
-    register(con, db_path, config)
-    try:
-        yield
-    finally:
-        for _, name in TABLES.values():
-            con.unregister(name)
