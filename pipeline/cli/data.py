@@ -118,7 +118,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError('no SQL given; e.g. pipeline sql "SELECT count(*) FROM events"')
     from pipeline.warehouse.snapshots import reads_raw_rows
 
-    with _warehouse(args, _config(args), sandbox=True, raw=reads_raw_rows(args.query), archived=True) as con:
+    raw = reads_raw_rows(args.query)  # all_events and all_quarantine are among the raw readers
+    with _warehouse(args, _config(args), sandbox=True, raw=raw, archived=raw) as con:
         check_read_statement(con, args.query)
         try:
             _print_limited(args, con, args.query)
@@ -153,7 +154,8 @@ def cmd_query(args: argparse.Namespace) -> int:
                                   spelled="--param {}=...")
     from pipeline.warehouse.snapshots import reads_raw_rows
 
-    with _warehouse(args, _config(args), raw=reads_raw_rows(q.text), archived=True) as con:
+    raw = reads_raw_rows(q.text)
+    with _warehouse(args, _config(args), raw=raw, archived=raw) as con:
         if bound.get("release") is not None:
             _require_release(con, bound["release"])
         _print_limited(args, con, q.text, bound)

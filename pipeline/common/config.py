@@ -379,6 +379,12 @@ class ArchiveSettings:
                                 "beside the DuckDB file")
 
 
+def s3_endpoint(configured: str) -> str:
+    """The S3 endpoint every AWS tool would use: `configured` (landing.endpoint_url), else AWS_ENDPOINT_URL_S3,
+    else AWS_ENDPOINT_URL; '' for AWS S3 itself."""
+    return configured or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
+
+
 # keys of the landing section that would hold a credential: refused with where credentials go instead
 _SECRET_WORDS = ("secret", "password", "access_key", "token", "credential")
 

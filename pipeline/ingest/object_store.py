@@ -15,13 +15,13 @@ at once, naming the bucket and key. An object deleted between its listing and it
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pipeline.common.config import s3_endpoint
 from pipeline.common.errors import BucketError, UsageError
 
 SCHEMES = ("s3://",)
@@ -131,7 +131,7 @@ class S3Store:
         from botocore.config import Config as BotoConfig
 
         self.uri, self.retry_seconds, self.list_page = uri, retry_seconds, list_page
-        endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = s3_endpoint(endpoint_url)
         config = BotoConfig(retries={"mode": "standard", "max_attempts": 1},  # retried here, within a deadline
                             connect_timeout=10, read_timeout=60, max_pool_connections=max(1, fetchers),
                             # an S3-compatible store at an address of its own rarely has per-bucket host names

@@ -44,9 +44,11 @@ class Warehouse:
             raise UsageError(f"{self.path}: no warehouse here (run `pipeline nightly` or `pipeline ingest` first)")
 
     def _frame(self, sql: str, params: dict[str, Any]) -> pl.DataFrame:
-        with db.reading(self.path, raw=snapshots.reads_raw_rows(sql)) as con:
+        raw = snapshots.reads_raw_rows(sql)  # all_events and all_quarantine are among the raw readers
+        with db.reading(self.path, raw=raw) as con:
             use_settings(con, self.config)
-            archive.register(con, self.path, self.config)
+            if raw:
+                archive.register(con, self.path, self.config)
             return pl.from_arrow(con.sql(sql, params=params).to_arrow_table())  # type: ignore[return-value]
 
     def events(self, release: str | None = None, since: str | None = None, until: str | None = None) -> pl.DataFrame:

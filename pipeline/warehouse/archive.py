@@ -41,7 +41,7 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.common import clock, stopping
-from pipeline.common.config import Config
+from pipeline.common.config import Config, s3_endpoint
 from pipeline.common.errors import PipelineError, first_line
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.warehouse import db, handle, sqlfiles
@@ -126,8 +126,7 @@ def storage_options(root: str, config: Config) -> dict[str, str] | None:
     if not root.startswith("s3://"):
         return None
     options = {"aws_conditional_put": "etag"}
-    endpoint = (config.landing.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
-                or os.environ.get("AWS_ENDPOINT_URL") or "")
+    endpoint = s3_endpoint(config.landing.endpoint_url)
     if endpoint:
         options["aws_endpoint_url"] = endpoint
         if endpoint.startswith("http://"):
