@@ -126,7 +126,7 @@ def publish(db_path: Path) -> Snapshot | None:
     previous = newest(db_path)
     _build(db_path, tmp, previous.path if previous is not None else None)
     os.rename(tmp, final)
-    _fsync_dir(where)
+    _fsync(where)
     for old in published(db_path)[:-kept]:
         old.path.unlink(missing_ok=True)
         Path(f"{old.path}.wal").unlink(missing_ok=True)  # beside snapshots of earlier versions
@@ -151,15 +151,14 @@ def _build(source: Path, target: Path, previous: Path | None) -> None:
             _build_whole(con)
         else:
             _build_changes(con)
+        for view in _names(con, "views", 1):  # re-created: a view's text may have changed with the package
+            con.execute(f'DROP VIEW IF EXISTS main."{view}"')
+        _create_views(con, _names(con, "views"))
         con.execute("DETACH warehouse")
         con.execute("CHECKPOINT")
     finally:
         con.close()
-    fd = os.open(target, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync(target)
     os.chmod(target, 0o444)
     if previous is None:
         (target.parent / WHOLE_SIZE_FILE).write_text(str(target.stat().st_size))
@@ -176,17 +175,16 @@ def _whole_size(where: Path) -> float:
 # Table names below come from DuckDB's catalog, never from input: a name cannot be a bound parameter.
 
 def _build_whole(con: duckdb.DuckDBPyConnection) -> None:
+    for view in _names(con, "views", 1):  # of a previous snapshot whose tables changed shape
+        con.execute(f'DROP VIEW IF EXISTS main."{view}"')
     for name in _names(con, "tables"):
         con.execute(f'DROP TABLE IF EXISTS main."{name}"')
-    for view in _names(con, "views", "name"):
-        con.execute(f'DROP VIEW IF EXISTS main."{view}"')
     for table in _names(con, "tables"):
         rows = " LIMIT 0" if table in RAW_TABLES else ""
         con.execute(f'CREATE TABLE main."{table}" AS SELECT * FROM warehouse.main."{table}"{rows}')
         if os.environ.get(FAULT_ENV) == "publish":
             con.execute("CHECKPOINT")
             time.sleep(600)
-    _create_views(con, _names(con, "views"))
 
 
 def _build_changes(con: duckdb.DuckDBPyConnection) -> None:
@@ -204,15 +202,11 @@ def _build_changes(con: duckdb.DuckDBPyConnection) -> None:
                     "SEMI JOIN changed_days c ON w.release = c.release AND w.day = c.day")
     sqlfiles.run(con, "snapshots/dropped_device_days")  # archive.device_day_days: the warehouse dropped them
     con.commit()
-    for view in _names(con, "views", "name"):  # a view's text may have changed with the package
-        con.execute(f'DROP VIEW IF EXISTS main."{view}"')
-    _create_views(con, _names(con, "views"))
 
 
-def _names(con: duckdb.DuckDBPyConnection, what: str, column: int | str = 0) -> list[str]:
-    """The warehouse's tables (sql/snapshots/tables.sql), or its views' CREATE statements or names."""
-    rows = sqlfiles.run(con, f"snapshots/{what}").fetchall()
-    return [r[1] if column == "name" else r[0] for r in rows]
+def _names(con: duckdb.DuckDBPyConnection, what: str, column: int = 0) -> list[str]:
+    """The warehouse's tables (sql/snapshots/tables.sql), or its views' CREATE statements (column 0) or names (1)."""
+    return [r[column] for r in sqlfiles.run(con, f"snapshots/{what}").fetchall()]
 
 
 def _create_views(con: duckdb.DuckDBPyConnection, statements: list[str]) -> None:
@@ -230,7 +224,8 @@ def _create_views(con: duckdb.DuckDBPyConnection, statements: list[str]) -> None
         statements = failed
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path) -> None:
+    """A file's bytes, or a folder's entries, on disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
