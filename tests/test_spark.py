@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import PARTIAL, free_port, run_cli, valid_table, with_values, write
@@ -411,3 +412,76 @@ def test_drill_and_compare_find_the_same_cells_on_both_engines(nightlies, spark_
     spark = compare(spark_engine, gates[(AS_OF, failing[0])][1], gates[(AS_OF, healthy)][1], CONFIG).to_dict()
     assert any(c["worse"] for c in duck["comparisons"])
     assert _close(spark, duck, rel=1e-9), _differences(spark, duck, rel=1e-9)[:10]
+
+
+def test_spark_partitions_age_out_to_the_archive_as_duckdb_days_do(nightlies, spark_engine, tmp_path):
+    """Both engines archive the same rows with the same checksums; the Spark partitions leave; Spark reads the
+    archive's files without the pipeline; late rows of an archived day are quarantined on Spark too; a full
+    roll-up rebuild keeps the archived days' roll-ups."""
+    import yaml
+    from deltalake import DeltaTable
+
+    duck = tmp_path / "duck.duckdb"
+    shutil.copy(nightlies[0], duck)
+    spark_db, root = tmp_path / "spark.duckdb", tmp_path / "spark-tables"
+    shutil.copy(spark_engine.db_path, spark_db)
+    shutil.copytree(spark_engine.warehouse.base, root)
+    raw = yaml.safe_load((Path(__file__).parent.parent / "gates" / "admission.yaml").read_text())
+    raw["window_days"], raw["gates"]["retention"]["horizon_days"] = 2, 1
+    raw["archive"] = {"raw_events_days": 3, "quarantine_days": 3, "device_day_days": 3}  # 11-24 on is kept
+    config = tmp_path / "gates.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    spark = ["--engine", "spark", "--warehouse", str(root)]
+    before = sorted(spark_engine.warehouse.partitions("events"))
+    daily_before = _rows(spark_db, "SELECT count(*) FROM archived_days")[0][0]
+
+    moved = {}
+    for name, db_path, extra in (("duckdb", duck, []), ("spark", spark_db, spark)):
+        code, out, err = _cli("archive", "--db", str(db_path), "--config", str(config), "--as-of", "2026-11-27",
+                              "--json", *extra)
+        assert code == 0, err
+        moved[name] = [(m["kind"], m["release"], m["day"], m["rows"], m["checksum"]) for m in json.loads(out)["moved"]]
+    assert moved["spark"] == moved["duckdb"]
+    due = [(r, d) for r, d in before if d < "2026-11-24"]
+    assert [(m[1], m[2]) for m in moved["spark"]] == sorted(due, key=lambda p: (p[1], p[0])) and daily_before == 0
+    from pipeline.warehouse.spark.storage import Warehouse
+
+    tables = Warehouse(str(root))
+    assert sorted(tables.partitions("events")) == [p for p in before if p[1] >= "2026-11-24"]
+    assert all(d >= "2026-11-24" for _, d in tables.partitions("rollup_device_day"))
+    again = json.loads(_cli("archive", "--db", str(spark_db), "--config", str(config), "--as-of", "2026-11-27",
+                            "--json", *spark)[1])
+    assert again["event_days_moved"] == 0
+
+    # Spark reads the archive's Parquet files (the Delta log lists them) without this package
+    uri = f"{spark_db}.archive/events"
+    files = DeltaTable(uri).file_uris()
+    frame = spark_engine.spark.read.option("basePath", uri).parquet(*files)
+    got = sorted((r["release"], r["day"].isoformat(), r["count"]) for r in frame.groupBy("release", "day").count()
+                 .collect())
+    assert got == [(m[1], m[2], m[3]) for m in sorted(moved["spark"], key=lambda m: (m[1], m[2]))]
+
+    # a late row of an archived day is quarantined with day_archived; a full rebuild keeps the archived roll-ups
+    late = valid_table(5, seed=9, start=datetime(2026, 11, 21))
+    late = late.set_column(late.column_names.index("release"), "release", pa.array(["4.20"] * 5))
+    write(late, tmp_path / "late" / "late.parquet")
+    spark_rows = ["--spark-master", MASTER, *spark]
+    code, out, err = _cli("ingest", "--db", str(spark_db), "--config", str(config), "--as-of", "2026-11-27",
+                          str(tmp_path / "late"), *spark_rows)
+    assert code == 0, err
+    assert out.splitlines()[1] == "5 rows read: 0 accepted, 5 quarantined, 0 duplicates"
+    quarantined = pq.read_table(root / "quarantine", columns=["source_file", "rules"]).to_pylist()
+    assert [q["rules"] for q in quarantined if q["source_file"].endswith("late.parquet")] == [["day_archived"]] * 5
+    daily = _spark_count(spark_engine, root, "rollup_daily", "2026-11-24")
+    code, out, err = _cli("aggregate", "--full", "--db", str(spark_db), "--config", str(config), "--as-of",
+                          "2026-11-27", *spark_rows)
+    assert code == 0, err
+    assert _spark_count(spark_engine, root, "rollup_daily", "2026-11-24") == daily > 0
+
+
+def _spark_count(spark_engine, root: Path, table: str, before: str) -> int:
+    """Rows of a Spark table's partitions dated before `before`."""
+    from pyspark.sql import functions as F
+
+    frame = spark_engine.spark.read.option("basePath", str(root / table)).parquet(str(root / table))
+    return frame.where(F.col("date") < before).count()

@@ -81,9 +81,17 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
+    config = _config(args)
+    if _engine_name(args, config) == "spark":  # no Spark session: pyarrow moves the partitions
+        from pipeline.warehouse.spark.archive import age_out_spark
+        from pipeline.warehouse.spark.storage import Warehouse, default_root
+
+        tables = Warehouse(args.warehouse or config.engine.spark.warehouse or default_root(_db(args)))
+        _show(args, age_out_spark(_db(args), tables, config, now=_as_of(args)))
+        return EXIT_OK
     from pipeline.warehouse.archive import age_out
 
-    _show(args, age_out(_db(args), _config(args), now=_as_of(args)))
+    _show(args, age_out(_db(args), config, now=_as_of(args)))
     return EXIT_OK
 
 
@@ -203,6 +211,11 @@ def add_commands(sub: Any) -> None:
     _config_option(p)
     _as_of_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    p.add_argument("--engine", choices=["duckdb", "spark"], default=None,
+                   help="where the raw rows live (default: engine.name of the config); spark moves the Spark "
+                        "warehouse's partitions, without starting a session")
+    p.add_argument("--warehouse", metavar="DIR|URI", default=None,
+                   help="root of the Spark tables (default: engine.spark.warehouse, else <db>.spark beside --db)")
     p.set_defaults(func=cmd_archive)
 
     p = sub.add_parser("sql", help="run ad hoc SQL on a read-only connection that cannot write or read files")

@@ -35,7 +35,16 @@ import pyarrow as pa
 from pipeline.common import clock, stopping
 from pipeline.ingest.landing import discover
 from pipeline.ingest.results import FileResult
-from pipeline.ingest.rule_results import INDEX, STAGE, STAGED_FILE, RuleResult, Validation, ValidatorError
+from pipeline.ingest.rule_results import (
+    DAY_ARCHIVED,
+    DAY_ARCHIVED_EXPECTATION,
+    INDEX,
+    STAGE,
+    STAGED_FILE,
+    RuleResult,
+    Validation,
+    ValidatorError,
+)
 from pipeline.ingest.run import Progress, decided_file, demote
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.schema import Schema, load_schema
@@ -267,10 +276,27 @@ class SparkIngestor:
                         found[i] = _per_file(one, {i: r})[i]
                     except ValidatorError as exc:
                         r.rejected = f"validator error: {exc}"
+            late = self._archived_day_rows(rows)
             for i, v in found.items():
+                if late is not None:
+                    mine = late[(late >> FILE_BITS) == i] & ((1 << FILE_BITS) - 1)
+                    v = v.plus(DAY_ARCHIVED, DAY_ARCHIVED_EXPECTATION, mine, reads[i].rows)
                 reads[i].validation = v
         finally:
             rows.unpersist()
+
+    def _archived_day_rows(self, rows: Any) -> np.ndarray | None:
+        """The _ids of the batch's rows of a day already moved to the archive (late rows, quarantined with the
+        rule day_archived as on DuckDB); None when no day has moved."""
+        from pyspark.sql import functions as F
+
+        with self.wh.writing() as con:
+            archived = sqlfiles.run(con, "archive/archived_event_days").fetchall()
+        if not archived:
+            return None
+        days = F.broadcast(self.spark.createDataFrame(archived, "release STRING, day DATE"))
+        late = rows.join(days, (rows.release == days.release) & (F.to_date(rows.event_time) == days.day), "left_semi")
+        return np.array(sorted(r[INDEX] for r in late.select(INDEX).collect()), dtype=np.int64)
 
     def _reserve(self, n: int) -> list[int]:
         if n == 0:

@@ -161,10 +161,12 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             t = time.perf_counter()
             if engine is None:
                 aged = age_out(wh, config, now=now)
-                counts = {k: v for k, v in aged.to_dict().items() if k not in ("moved", "schema_version")}
-                _step(run, "archive", t, str(aged).removeprefix("archive: "), **counts)
             else:
-                _step(run, "archive", t, "the Spark engine keeps every partition (docs/archive.md)")
+                from pipeline.warehouse.spark.archive import age_out_spark
+
+                aged = age_out_spark(wh, engine.warehouse, config, now=now)
+            counts = {k: v for k, v in aged.to_dict().items() if k not in ("moved", "schema_version")}
+            _step(run, "archive", t, str(aged).removeprefix("archive: "), **counts)
             wh.let_go()  # a slow webhook must not stall other writers: deliver() takes the lock only to read/mark
             t = time.perf_counter()
             delivery = deliver(wh, config, out=alert_out)

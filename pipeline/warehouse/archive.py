@@ -53,6 +53,7 @@ QUARANTINE = "quarantine"
 TABLES = {EVENTS: (["release", "day"], "archived_events"),
           QUARANTINE: (["quarantined_day"], "archived_quarantine")}
 STEM = {EVENTS: "event", QUARANTINE: "quarantine"}  # sql/archive/<stem>_day.sql and the others
+DEVICE_DAYS = "device_days"  # the gate's device-day rollup: dropped (not archived) after archive.device_day_days
 # Tests only: "archive-written" / "archive-verified" stop a move after that step, so a test can kill it there
 FAULT_ENV = db.FAULT_ENV
 
@@ -169,12 +170,27 @@ def _empty(con: duckdb.DuckDBPyConnection, kind: str) -> pa.Table:
 
 def register(con: duckdb.DuckDBPyConnection, db_path: Path, config: Config) -> None:
     """The archive's tables in `con` as archived_events and archived_quarantine, and the views all_events and
-    all_quarantine (the file's rows and the archived days as one relation each)."""
+    all_quarantine (the file's rows and the archived days as one relation each) and all_events_enriched."""
     root = location(db_path, config)
     for kind, (_, name) in TABLES.items():
         table = _delta_table(root, kind, config)
         con.register(name, table.to_pyarrow_dataset() if table is not None else _empty(con, kind))
     sqlfiles.run(con, "archive/all_events")
+    con.execute(_all_days_enriched())
+
+
+def _all_days_enriched() -> str:
+    """The temp view all_events_enriched: sql/ddl/derived.sql's events_enriched (where the contract's derived
+    fields are defined, once) over all_events instead of events, for the named queries over raw rows."""
+    text = sqlfiles.sql_file("ddl/derived").text
+    head = "CREATE OR REPLACE VIEW events_enriched AS"
+    start = text.index(head) + len(head)
+    body = text[start:text.index(";", start)]
+    source = "FROM events e "
+    if body.count(source) != 1:
+        raise RuntimeError(f"sql/ddl/derived.sql: events_enriched no longer reads {source.strip()!r} once")
+    return ("CREATE OR REPLACE TEMP VIEW all_events_enriched AS"
+            + body.replace(source, "FROM (SELECT * EXCLUDE (day) FROM all_events) e "))
 
 
 def _fault(step: str) -> None:
@@ -192,6 +208,25 @@ def _predicate(kind: str, release: str, day: date) -> str:
 
 def _move_day(con: duckdb.DuckDBPyConnection, root: str, config: Config, kind: str, release: str, day: date,
               now: datetime) -> MovedDay:
+    moved = copy_day(con, root, config, kind, release, day)
+    params = {"release": release, "day": day} if kind == EVENTS else {"day": day}
+    with db.transaction(con):
+        record(con, moved, now)
+        deleted = sqlfiles.run(con, f"archive/delete_{STEM[kind]}_day", params).fetchall()[0][0]
+        if deleted != moved.rows:  # rolls back: a writer added rows between the read and the delete
+            raise ArchiveError(f"{_what(kind, release, day)}: {deleted} rows to delete where {moved.rows} were "
+                               "archived")
+    return moved
+
+
+def _what(kind: str, release: str, day: date) -> str:
+    return f"{kind} of {release} {day}" if release else f"{kind} of {day}"
+
+
+def copy_day(con: duckdb.DuckDBPyConnection, root: str, config: Config, kind: str, release: str,
+             day: date) -> MovedDay:
+    """Steps 1 and 2 of a move: the day's rows of `con`'s events (or quarantine) table written to the archive,
+    replacing its partition, and read back with the same rows and checksum, else ArchiveError."""
     from deltalake import write_deltalake
 
     partition_by, name = TABLES[kind]
@@ -210,19 +245,24 @@ def _move_day(con: duckdb.DuckDBPyConnection, root: str, config: Config, kind: s
             archived = sqlfiles.run(con, f"archive/archived_{STEM[kind]}_day_checksum", params).fetchall()[0]
         finally:
             con.unregister(name)
-    what = f"{kind} of {release} {day}" if release else f"{kind} of {day}"
     if tuple(archived) != tuple(live):
-        raise ArchiveError(f"archive {table_uri(root, kind)}: {what} reads back as {archived[0]} rows "
-                           f"(checksum {archived[1]}) where the file holds {live[0]} (checksum {live[1]}); "
-                           "the day stays in the file")
+        raise ArchiveError(f"archive {table_uri(root, kind)}: {_what(kind, release, day)} reads back as "
+                           f"{archived[0]} rows (checksum {archived[1]}) where the warehouse holds {live[0]} "
+                           f"(checksum {live[1]}); the day stays where it was")
     _fault("verified")
-    moved = MovedDay(kind, release, day, int(live[0]), str(live[1]), int(table.version()))
-    with db.transaction(con):
-        sqlfiles.run(con, "archive/record_day", {**moved.to_dict(), "day": day, "archived_at": now})
-        deleted = sqlfiles.run(con, f"archive/delete_{STEM[kind]}_day", params).fetchall()[0][0]
-        if deleted != moved.rows:  # rolls back: a writer added rows between the read and the delete
-            raise ArchiveError(f"{what}: {deleted} rows to delete where {moved.rows} were archived")
-    return moved
+    return MovedDay(kind, release, day, int(live[0]), str(live[1]), int(table.version()))
+
+
+def record(con: duckdb.DuckDBPyConnection, moved: MovedDay, now: datetime) -> None:
+    """Step 3's listing: from here on readers take the day from the archive, and ingest quarantines its late rows."""
+    sqlfiles.run(con, "archive/record_day", {**moved.to_dict(), "day": moved.day, "archived_at": now})
+
+
+def cutoffs(config: Config, today: date) -> dict[str, date]:
+    """The first day each kind keeps (earlier days move), and the device-day rollup's (DEVICE_DAYS)."""
+    return {EVENTS: today - timedelta(days=config.archive.raw_events_days),
+            QUARANTINE: today - timedelta(days=config.archive.quarantine_days),
+            DEVICE_DAYS: today - timedelta(days=config.archive.device_day_days)}
 
 
 def age_out(warehouse: Warehouse | Path, config: Config, now: datetime | None = None) -> ArchiveResult:
@@ -230,18 +270,15 @@ def age_out(warehouse: Warehouse | Path, config: Config, now: datetime | None = 
     older than archive.device_day_days. Idempotent: a second run finds nothing due."""
     now = clock.now(now)
     start = time.perf_counter()
-    today = now.date()
-    cutoffs = {EVENTS: today - timedelta(days=config.archive.raw_events_days),
-               QUARANTINE: today - timedelta(days=config.archive.quarantine_days)}
+    first_kept = cutoffs(config, now.date())
     with handle.of(warehouse, "archive") as wh:
         root = location(wh.path, config)
         result = ArchiveResult(root)
         with wh.writing() as con:  # one opening when nothing is due
             due = {kind: sqlfiles.run(con, f"archive/due_{STEM[kind]}_days",
-                                      {"cutoff": cutoffs[kind]}).fetchall() for kind in TABLES}
-            cutoff = today - timedelta(days=config.archive.device_day_days)
+                                      {"cutoff": first_kept[kind]}).fetchall() for kind in TABLES}
             result.device_day_rows_dropped = sqlfiles.run(con, "archive/drop_device_days",
-                                                          {"cutoff": cutoff}).fetchall()[0][0]
+                                                          {"cutoff": first_kept[DEVICE_DAYS]}).fetchall()[0][0]
         for kind, days in due.items():
             for release, day, _ in days:
                 stopping.check()  # between days: each is whole in one place

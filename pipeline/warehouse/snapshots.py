@@ -48,7 +48,8 @@ DAY_TABLES = ("rollup_daily", "rollup_hist", "rollup_device_day")
 # (bench/month.py: 141 MB after 45 nights built from the previous, 108 MB built whole)
 GROWTH_LIMIT = 1.25
 WHOLE_SIZE_FILE = ".whole-size"
-RAW_READERS = (*RAW_TABLES, "events_enriched", "all_events", "all_quarantine")  # and the views over them
+# and the views over them
+RAW_READERS = (*RAW_TABLES, "events_enriched", "all_events", "all_events_enriched", "all_quarantine")
 _ID_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 # Tests only (the variable db.py's "checkpoint" fault reads too): "publish" stops a publish halfway through its
 # build, so a test can kill it there.

@@ -5,7 +5,7 @@ WITH q AS (
     SELECT network_bucket, on_device,
            count(*) AS rows,
            quantile_cont(total_ms, [0.5, 0.95, 0.99]) AS p
-    FROM events_enriched
+    FROM all_events_enriched
     WHERE release = $release AND ($task IS NULL OR task = $task)
       AND ($since IS NULL OR event_time >= CAST($since AS DATE))
     GROUP BY ALL

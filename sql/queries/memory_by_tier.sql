@@ -7,7 +7,7 @@ SELECT device_tier, mem_class_gb, count(*) AS rows,
        round(quantile_cont(resident_mem_mb, 0.95)) AS resident_mb_p95,
        round(quantile_cont(resident_mem_ratio, 0.95), 3) AS resident_ratio_p95,
        round(avg(CAST(oom_or_lmk AS DOUBLE)), 4) AS oom_lmk_share
-FROM events_enriched
+FROM all_events_enriched
 WHERE release = $release AND on_device
 GROUP BY ALL
 ORDER BY mem_class_gb, device_tier

@@ -8,7 +8,7 @@ SELECT task,
        round(quantile_cont(temp_rise_c, 0.5), 2) AS rise_p50_c,
        round(quantile_cont(temp_rise_c, 0.95), 2) AS rise_p95_c,
        round(avg(CAST(throttled AS DOUBLE)), 4) AS throttled_share
-FROM events_enriched
+FROM all_events_enriched
 WHERE release = $release AND on_device
 GROUP BY ALL
 ORDER BY task, min(total_ms)

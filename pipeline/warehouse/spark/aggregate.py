@@ -44,14 +44,15 @@ def refresh_spark(where: handle.Warehouse | Path, engine: SparkEngine, config: C
         with wh.writing() as con:
             state = sqlfiles.run(con, "rollups/state").fetchone()
             stale = [(r, d.isoformat()) for r, d in sqlfiles.run(con, "spark/stale_days").fetchall()]
+            archived = {(r, d.isoformat()) for r, d in sqlfiles.run(con, "archive/archived_event_days").fetchall()}
         full = full or state is None or state[1] != digest
         days = sorted(set(warehouse.partitions("events"))) if full else stale
         engine.refresh()  # every partition: the touched days may lie anywhere
         batch = new_batch_id()
         groups = 0
         clear: dict[str, set[tuple[str, ...]]] = {}
-        if full:  # a rebuild drops every stored day, also the ones no event falls on any more
-            clear = {t: set(warehouse.partitions(t)) for t in ROLLUP_TABLES}
+        if full:  # a rebuild drops every stored day, also the ones no event falls on any more, but the archived
+            clear = {t: set(warehouse.partitions(t)) - archived for t in ROLLUP_TABLES}  # (docs/archive.md)
         if days:
             touched = engine.spark.createDataFrame([(r, date.fromisoformat(d)) for r, d in days],
                                                    "release STRING, day DATE")

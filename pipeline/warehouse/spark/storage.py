@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from pipeline.common.errors import UsageError, first_line
@@ -121,6 +122,21 @@ class Warehouse:
             found.add(tuple(p.partition("=")[2] for p in parts))
         return sorted(found)
 
+    def partition_folder(self, table: str, values: tuple[str, ...]) -> str:
+        return self._path(table, *(f"{n}={v}" for n, v in zip(PARTITIONS[table], values, strict=True)))
+
+    def read_partition(self, table: str, values: tuple[str, ...]) -> pa.Table:
+        """One partition's rows, without its partition columns (they are in the folder names)."""
+        import pyarrow.parquet as pq
+
+        paths = [f.path for f in self._files(self.partition_folder(table, values)) if f.base_name.endswith(".parquet")]
+        return pa.concat_tables([pq.read_table(path, filesystem=self.fs) for path in paths], promote_options="default")
+
+    def drop_partition(self, table: str, values: tuple[str, ...]) -> None:
+        folder = self.partition_folder(table, values)
+        if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
+            self.fs.delete_dir(folder)
+
     def staged_batches(self) -> list[str]:
         path = self._path(STAGING)
         if self.fs.get_file_info(path).type != pafs.FileType.Directory:
@@ -134,10 +150,8 @@ class Warehouse:
         repeat after a crash: a moved file is not moved again, and a file of this batch is never cleared."""
         clear = clear or {}
         for table, parts in clear.items():
-            names = PARTITIONS[table]
             for values in parts:
-                folder = self._path(table, *(f"{n}={v}" for n, v in zip(names, values, strict=True)))
-                for f in self._files(folder):
+                for f in self._files(self.partition_folder(table, values)):
                     if not f.base_name.startswith(f"{batch}-"):
                         self.fs.delete_file(f.path)
         moved = 0
