@@ -478,6 +478,8 @@ def test_spark_partitions_age_out_to_the_archive_as_duckdb_days_do(nightlies, sp
                           "2026-11-27", *spark_rows)
     assert code == 0, err
     assert _spark_count(spark_engine, root, "rollup_daily", "2026-11-24") == daily > 0
+    code, out, err = _cli("gate", "--db", str(spark_db), "--release", "9.99", "--as-of", "2026-11-27", *spark_rows)
+    assert code == 2 and err.startswith("pipeline gate: error: no release '9.99' in the database; releases present: ")
 
 
 def _spark_count(spark_engine, root: Path, table: str, before: str) -> int:

@@ -1136,11 +1136,10 @@ def _days_observed(con: Any, params: dict[str, Any]) -> float:
 
 
 def releases(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The releases with raw events, or on DuckDB with roll-ups only: archived (pipeline/warehouse/archive.py), or
-    in a snapshot, which holds no raw events (the Spark engine keeps every partition)."""
+    """The releases with raw events or with roll-ups only: archived (pipeline/warehouse/archive.py), or in a
+    snapshot, which holds no raw events."""
     found = {r[0] for r in sqlfiles.run(con, "gate/releases").fetchall()}
-    if isinstance(con, duckdb.DuckDBPyConnection):
-        found |= {r[0] for r in sqlfiles.run(con, "gate/rolled_releases").fetchall()}
+    found |= {r[0] for r in sqlfiles.run(con, "gate/rolled_releases").fetchall()}
     return sorted(found)
 
 

@@ -32,6 +32,7 @@ SPARK_FILES: tuple[str, ...] = (
     "ddl/derived#events_enriched",
     "views/settings_bound",
     "gate/releases",
+    "gate/rolled_releases",
     "gate/has_release",
     "gate/active_releases",
     "gate/segment_counts",
