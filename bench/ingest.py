@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -76,8 +77,8 @@ def _landing(rows: int, files: int, bad_rows: int) -> Path:
 
 
 def _fresh() -> None:
-    for stale in OUT.glob("bench-*.duckdb*"):
-        stale.unlink()
+    for stale in OUT.glob("bench-*.duckdb*"):  # the files, their WALs and locks, and the snapshots' folder
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
 
 
 def small_files() -> None:

@@ -36,62 +36,44 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.release:
         raise UsageError("--release is required (or --check-config)")
-    from pipeline.delivery.alerts import on_change
-    from pipeline.rollout import state as rollout
-    from pipeline.rollout.actions import recorded
-    from pipeline.rollout.history import default_trigger, record_evaluation
+    from contextlib import nullcontext
+
+    from pipeline.jobs.judge import judge
+    from pipeline.rollout import state as rollout_state
+    from pipeline.rollout.history import default_trigger
     from pipeline.warehouse.handle import Warehouse
 
-    spark = _spark(args, config)
-    if spark is not None:  # events and rollups on Spark; rollout state in the DuckDB file
-        from pipeline.warehouse import db
-
-        result = _evaluate(args, config, spark)
-        with db.reading(_db(args)) as con:
-            states = rollout.preview(con, result.to_dict(), config, recorded(con, result.release, _db(args)))
-    else:
-        with _warehouse(args, config, raw=args.from_events) as con:
-            result = _evaluate(args, config, con)
-            # what storing it will make of the states, with the actions on record and waiting
-            states = rollout.preview(con, result.to_dict(), config, recorded(con, result.release, _db(args)))
+    spark = _spark(args, config)  # events and rollups on Spark; rollout state in the DuckDB file
+    # the command's handle: it takes the writer lock only to record and to deliver, never waiting for it
+    wh = Warehouse(_db(args), "gate")
+    [judged] = judge(wh, (lambda: nullcontext(spark)) if spark is not None
+                     else (lambda: _warehouse(args, config, raw=args.from_events)),
+                     [args.release], config, as_of=_as_of(args), trigger=args.trigger or default_trigger(),
+                     holdback_share=args.holdback_share, from_events=args.from_events, dry_run=args.dry_run,
+                     served=True, routing_out=lambda _: args.routing_out)
+    result = judged.result
     _show_gate(args, result)
-    if args.dry_run:
+    if judged.recorded is None:
         print(f"pipeline gate: dry run: nothing stored, no alert; rollout would be: "
-              f"{rollout.describe(states, config)}", file=sys.stderr)
+              f"{rollout_state.describe(judged.states, config)}", file=sys.stderr)
     else:
-        # the command's handle: it takes the writer lock only to record and to deliver, never waiting for it
-        wh = Warehouse(_db(args), "gate")
-        recorded = record_evaluation(wh, result, config, trigger=args.trigger or default_trigger(),
-                                     on_change=on_change)
-        for warning in recorded.warnings:
+        for warning in judged.recorded.warnings:
             print(f"pipeline gate: warning: {warning}", file=sys.stderr)
-        if not recorded:
+        if not judged.recorded:
             print("pipeline gate: another writer is busy; this evaluation and its alert are stored by the next one",
                   file=sys.stderr)
         else:
-            states = recorded.states or states
             if not args.json:
                 import textwrap
 
                 from pipeline.views.terminal import terminal_width
 
-                line = (f"rollout of release {result.release} now: {rollout.describe(states, config)} "
+                line = (f"rollout of release {result.release} now: {rollout_state.describe(judged.states, config)} "
                         f"(pipeline state --release {result.release})")
                 width = terminal_width(sys.stdout)  # wrapped like the gate view above it, not cut
                 print(textwrap.fill(line, width, subsequent_indent="  ") if width else line)
             if not args.no_alerts:
                 _deliver_alerts(args, config, wh)
-    if args.routing_out:
-        from pipeline.rollout.previous import find
-        from pipeline.rollout.routing import write_routing_table
-
-        previous = None
-        if config.routing.previous_edge:
-            from pipeline.warehouse import db
-
-            with db.reading(_db(args)) as con:
-                previous = find(con, result.release, config)
-        write_routing_table(result, config, args.routing_out, states, previous)
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
 
 

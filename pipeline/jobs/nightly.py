@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,14 +23,14 @@ from pipeline.common.config import Config
 from pipeline.common.errors import TransientError
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.stopping import Interrupted
-from pipeline.delivery.alerts import deliver, enqueue, on_change, sent_recently
-from pipeline.gate.evaluate import GateResult, evaluate_gate
+from pipeline.delivery.alerts import deliver, enqueue, sent_recently
+from pipeline.gate.evaluate import GateResult
 from pipeline.gate.window import gate_window
 from pipeline.ingest import data_quality
 from pipeline.ingest.isolated import ReaderLimits
 from pipeline.ingest.landing import shown
 from pipeline.ingest.run import DEFAULT_BATCH_ROWS, ingest
-from pipeline.rollout.history import record_evaluation
+from pipeline.jobs.judge import judge
 from pipeline.warehouse import db, runs, sqlfiles
 from pipeline.warehouse.aggregate import refresh, use_settings
 from pipeline.warehouse.archive import age_out
@@ -127,27 +130,14 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             stopping.check()
             t = time.perf_counter()
             window = gate_window(as_of, config).params()
-            if engine is not None:
-                active = _in_version_order(sqlfiles.run(engine, "gate/active_releases", window).fetchall())
-                results = [evaluate_gate(engine, release, config, as_of=as_of, now=now) for release in active]
-            else:
-                with wh.reading() as con:
-                    use_settings(con, config)
-                    active = _in_version_order(sqlfiles.run(con, "gate/active_releases", window).fetchall())
-                    results = [evaluate_gate(con, release, config, as_of=as_of, now=now) for release in active]
-            for result in results:
-                recorded = record_evaluation(wh, result, config, trigger="nightly", on_change=on_change)
-                run.verdicts[result.release] = result.verdict
-                if routing_dir:
-                    from pipeline.rollout.previous import find
-                    from pipeline.rollout.routing import write_routing_table
-
-                    previous = None
-                    if config.routing.previous_edge:
-                        with wh.reading() as con:
-                            previous = find(con, result.release, config)
-                    write_routing_table(result, config, routing_dir / f"routing-{result.release}.json",
-                                        recorded.states, previous)
+            judged = judge(wh, partial(_reading, wh, config, engine),
+                           lambda source: _in_version_order(sqlfiles.run(source, "gate/active_releases",
+                                                                         window).fetchall()),
+                           config, as_of=as_of, now=now, trigger="nightly",
+                           routing_out=(lambda release: routing_dir / f"routing-{release}.json") if routing_dir
+                           else None)
+            results = [j.result for j in judged]
+            run.verdicts.update((r.release, r.verdict) for r in results)
             _step(run, "gate", t, f"{len(results)} releases judged", releases=len(results))
             if report_dir:
                 from pipeline.views.report import write_reports  # Altair: only when reports are asked for
@@ -198,6 +188,17 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             if config.metrics.textfile:  # a failed run writes them too: its last success stays where it was
                 _write_metrics(wh, Path(config.metrics.textfile))
     return run, results
+
+
+@contextmanager
+def _reading(wh: Warehouse, config: Config, engine: Any) -> Iterator[Any]:
+    """Where the gate reads: the Spark engine, or the warehouse with the config's settings."""
+    if engine is not None:
+        yield engine
+        return
+    with wh.reading() as con:
+        use_settings(con, config)
+        yield con
 
 
 def _in_version_order(rows: list[tuple]) -> list[str]:
