@@ -55,3 +55,20 @@ def test_imports_run_down_the_flow_only():
     found = upward_imports()
     assert found - KNOWN_UPWARD == set(), "imports that run up the flow (pipeline/__init__.py): move the code"
     assert KNOWN_UPWARD - found == set(), "these are gone: remove them from KNOWN_UPWARD"
+
+
+def test_exit_codes_are_defined_once_and_the_readme_lists_them_word_for_word():
+    """pipeline/common/exit_codes.py is the one table: no other module binds an EXIT_ name or an exit_code to a
+    number, and the README's "Exit codes" list is that table's."""
+    import re
+
+    from pipeline.common.exit_codes import MEANING
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    listed = [line for line in section.splitlines() if line.startswith("- ")]
+    assert listed == [f"- {code.value}: {text}" for code, text in MEANING.items()]
+    defining = re.compile(r"^\s*(EXIT_[A-Z_]+(\s*,\s*EXIT_[A-Z_]+)*|exit_code)\s*(:\s*\w+)?\s*=\s*[\d(]", re.M)
+    found = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "pipeline").rglob("*.py"))
+             if p.name != "exit_codes.py" and defining.search(p.read_text())]
+    assert found == []

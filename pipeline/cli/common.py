@@ -15,15 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.common.errors import UsageError
+from pipeline.common.exit_codes import Exit
 
-EXIT_OK, EXIT_ROLLBACK, EXIT_ERROR, EXIT_INSUFFICIENT, EXIT_DATA_QUALITY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 HARD_STOP = "stopped by a signal at once; the transaction in flight was rolled back, whole files are in; " \
             "run it again to finish"
-EXIT_CODES = ("exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 usage or input error or any failure, "
-              "3 insufficient data (gate only), 4 data-quality alarm (nightly only), 5 a sink refused (alerts "
-              "test only), 124 sql/query time limit, 130 stopped by a signal")
-
-
 
 
 
@@ -70,7 +65,7 @@ class _Parser(argparse.ArgumentParser):
             message += f"; did you mean {close[0]}?" if close else ""
         elif "unrecognized arguments" not in message:
             message += _did_you_mean(getattr(self, "_seen", []), self._option_names())
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(Exit.ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _db_option(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from pipeline.cli.common import (
-    EXIT_OK,
     _announce_new_warehouse,
     _as_of,
     _as_of_option,
@@ -33,6 +32,7 @@ from pipeline.cli.common import (
     _warehouse,
 )
 from pipeline.common.errors import UsageError
+from pipeline.common.exit_codes import Exit
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -43,7 +43,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"created a new warehouse at {path}")
     else:
         print(f"{path} is already a warehouse; its tables are in place")
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -69,7 +69,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     else:
         print(result)
         print(rollup)
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
@@ -77,7 +77,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     spark = _spark(args, config)
     result = _refresh_rollup(args, config, full=args.full, spark=spark)
     _show(args, result)
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
@@ -88,11 +88,11 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
         tables = Warehouse(args.warehouse or config.engine.spark.warehouse or default_root(_db(args)))
         _show(args, age_out_spark(_db(args), tables, config, now=_as_of(args)))
-        return EXIT_OK
+        return Exit.OK
     from pipeline.warehouse.archive import age_out
 
     _show(args, age_out(_db(args), config, now=_as_of(args)))
-    return EXIT_OK
+    return Exit.OK
 
 
 def _print_limited(args: argparse.Namespace, con: Any, sql: str, params: dict[str, Any] | None = None) -> None:
@@ -133,7 +133,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
             _print_limited(args, con, args.query)
         except duckdb.Error as exc:
             raise UsageError(_sql_error(exc)) from None
-    return EXIT_OK
+    return Exit.OK
 
 
 def _params(pairs: list[str], allowed: list[str]) -> dict[str, str]:
@@ -156,7 +156,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         for q in queries.values():
             params = ", ".join(q.params) or "none"
             print(f"{q.name:<24} {q.description}\n{'':<24} params: {params}")
-        return EXIT_OK
+        return Exit.OK
     q = sqlfiles.named_query(args.name, hint="see pipeline query --list (")
     bound = sqlfiles.query_params(q, sqlfiles.convert_params(q, _params(args.param, sqlfiles.param_names(q))),
                                   spelled="--param {}=...")
@@ -167,14 +167,14 @@ def cmd_query(args: argparse.Namespace) -> int:
         if bound.get("release") is not None:
             _require_release(con, bound["release"])
         _print_limited(args, con, q.text, bound)
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from pipeline.common.output_schema import schema
 
     _emit_json(schema(args.output))
-    return EXIT_OK
+    return Exit.OK
 
 
 def add_commands(sub: Any) -> None:

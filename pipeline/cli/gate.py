@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cli.common import (
-    EXIT_OK,
     _as_of,
     _as_of_option,
     _config,
@@ -27,13 +26,14 @@ from pipeline.cli.common import (
     _warehouse,
 )
 from pipeline.common.errors import UsageError
+from pipeline.common.exit_codes import Exit
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
     config = _config(args)
     if args.check_config:
         print(f"{config.source}: ok (digest {config.digest})")
-        return EXIT_OK
+        return Exit.OK
     if not args.release:
         raise UsageError("--release is required (or --check-config)")
     from contextlib import nullcontext
@@ -136,7 +136,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             print(textwrap.fill(line, width, subsequent_indent="  ") if width else line)
         if found:
             print("\n".join(drill_lines(found, args.segment, width=width)))
-    return EXIT_OK
+    return Exit.OK
 
 
 def _rollout_of(args: argparse.Namespace, config: Any, segment: str) -> dict[str, Any] | None:
@@ -166,7 +166,7 @@ def cmd_drill(args: argparse.Namespace) -> int:
         _emit_json(found.to_dict())
     else:
         print(drill_text(found, width=terminal_width(sys.stdout)))
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -186,7 +186,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         _emit_json(found.to_dict())
     else:
         print(compare_text(found, width=terminal_width(sys.stdout), show_all=args.all))
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -198,7 +198,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         path = write_report(con, args.release, config, args.out or Path(report_filename(args.release)),
                             result=result, candidates=args.candidate)
     print(f"wrote {path} (release {result.release}: {result.verdict})")
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -218,7 +218,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if acts and fmt == "table":  # csv and json keep one table: their `overrides` column names the actions
         print("\npeople's actions (pipeline rollout), newest first:")
         print(rows_as(fmt, *action_rows(acts)))
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_state(args: argparse.Namespace) -> int:
@@ -240,7 +240,7 @@ def cmd_state(args: argparse.Namespace) -> int:
         from pipeline.views.render import state_text
 
         print(state_text(view))
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -257,7 +257,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 row[4], row[5] = "aborted", aborted_text(pid)
             rows.append(tuple(row))
     print(rows_as(_format(args), columns, rows))
-    return EXIT_OK
+    return Exit.OK
 
 
 def add_commands(sub: Any) -> None:

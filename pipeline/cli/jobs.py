@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cli.common import (
-    EXIT_DATA_QUALITY,
-    EXIT_ERROR,
-    EXIT_OK,
     _announce_new_warehouse,
     _as_of,
     _as_of_option,
@@ -29,8 +26,7 @@ from pipeline.cli.common import (
     _spark,
 )
 from pipeline.common.errors import UsageError
-
-EXIT_SINK_FAILED = 5  # `pipeline alerts test`: a sink did not take the test alert
+from pipeline.common.exit_codes import Exit
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
@@ -54,8 +50,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     else:
         print(run)  # the alerts (stdout sink) above it carry the failing segments and gates
     if run.status != "ok":
-        return EXIT_ERROR
-    return EXIT_DATA_QUALITY if run.data_quality else EXIT_OK
+        return Exit.ERROR
+    return Exit.DATA_QUALITY if run.data_quality else Exit.OK
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
@@ -76,7 +72,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
     why = run_scheduler(_db(args), args.landing, config, trigger, args.misfire_grace_hours * 3600, job)
     print(f"pipeline schedule: {why}")
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
@@ -89,7 +85,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             print(f"wrote {args.textfile}")
         else:
             print(text(con), end="")
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_alerts_test(args: argparse.Namespace) -> int:
@@ -101,11 +97,11 @@ def cmd_alerts_test(args: argparse.Namespace) -> int:
     now = clock.now()
     if args.dry_run:
         dry_run(sinks, now, sys.stdout)
-        return EXIT_OK
+        return Exit.OK
     tried = send_test(sinks, config, now, sys.stdout)
     for t in tried:
         print(f"{t.sink}: {'ok' if t.ok else 'FAILED'}: {t.said}", file=sys.stdout if t.ok else sys.stderr)
-    return EXIT_OK if all(t.ok for t in tried) else EXIT_SINK_FAILED
+    return Exit.OK if all(t.ok for t in tried) else Exit.SINK_FAILED
 
 
 def add_commands(sub: Any) -> None:

@@ -1,14 +1,6 @@
 """The `pipeline` command: parse options, call one core function, render its result.
 
-Exit codes (every command):
-  0  done (for `gate`: keep_edge)
-  1  `gate` only: partial_rollback or rollback_to_cloud
-  2  usage or input error, a database held by another writer, or any failure of the tool
-  3  `gate` only: insufficient_data
-  4  `nightly` only: the job ran, but the data looks wrong (files rejected, too many rows
-     quarantined, nothing new for days); a data_quality alert says what
-  124 `sql` / `query`: the statement ran past --timeout and was stopped
-  130 stopped by SIGTERM/SIGINT (ingest, nightly): whole files are in, rerun to finish; Ctrl-C in sql/query
+Exit codes: pipeline/common/exit_codes.py (every command; the README lists them).
 Heavy modules (Great Expectations, the gate) are imported inside the commands
 that need them, so `pipeline --help` and `pipeline gate` start fast.
 """
@@ -27,15 +19,13 @@ from typing import Any
 from pipeline import __version__
 from pipeline.cli import data, gate, jobs, planning, rollout
 from pipeline.cli.common import (
-    EXIT_CODES,
-    EXIT_ERROR,
-    EXIT_INTERRUPTED,
     HARD_STOP,
     _db,
     _global_options,
     _Parser,
 )
 from pipeline.common.errors import PipelineError
+from pipeline.common.exit_codes import SUMMARY, Exit
 
 EXAMPLES = {
     "init": "pipeline init --db /data/warehouse/telemetry.duckdb   # creates the folder and an empty warehouse",
@@ -98,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="pipeline",
                      description="Telemetry ingestion and rollback gate for on-device language models.",
-                     epilog=EXIT_CODES + "; `pipeline COMMAND --help` shows examples")
+                     epilog=SUMMARY + "; `pipeline COMMAND --help` shows examples")
     parser.add_argument("--version", action="version", version=f"pipeline {__version__}")
     _global_options(parser, top=True)
     parser.add_argument("--db", type=Path, default=None, help="DuckDB file, also taken after the command")
@@ -146,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except stopping.Interrupted:
         print(f"pipeline {args.command}: stopped by a signal after the last whole file; run it again to finish",
               file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return Exit.INTERRUPTED
     except PipelineError as exc:
         if getattr(args, "debug", False) or os.environ.get("PIPELINE_DEBUG"):
             traceback.print_exc()  # with the cause it chains (e.g. what GX swallowed)
@@ -155,26 +145,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `| head`: not a verdict, so never 0 or 1
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print(f"pipeline {args.command}: output closed early (broken pipe)", file=sys.stderr)
-        return EXIT_ERROR
+        return Exit.ERROR
     except KeyboardInterrupt:
         if args.command in ("sql", "query"):
             print(f"pipeline {args.command}: interrupted; the query was stopped", file=sys.stderr)
         else:
             print(f"pipeline {args.command}: {HARD_STOP}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return Exit.INTERRUPTED
     except Exception as exc:  # the one boundary: a crash must never look like exit 1 (rollback)
         if args.debug or os.environ.get("PIPELINE_DEBUG"):
             traceback.print_exc()
         if stopping.stop_requested():  # e.g. a second signal inside DuckDB comes back as "Query interrupted"
             print(f"pipeline {args.command}: {HARD_STOP}", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return Exit.INTERRUPTED
         failure = db.storage_failure(_db(args), exc) if hasattr(args, "db") else None
         if failure:
             print(f"pipeline {args.command}: error: {failure}", file=sys.stderr)
-            return EXIT_ERROR
+            return Exit.ERROR
         print(f"pipeline {args.command}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
               "(rerun with --debug for the traceback)", file=sys.stderr)
-        return EXIT_ERROR
+        return Exit.ERROR
 
 
 def run() -> None:

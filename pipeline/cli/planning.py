@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cli.common import (
-    EXIT_OK,
     _as_of,
     _as_of_option,
     _config,
@@ -23,6 +22,7 @@ from pipeline.cli.common import (
     _warehouse,
 )
 from pipeline.common.errors import UsageError
+from pipeline.common.exit_codes import Exit
 from pipeline.common.registry import ESTIMANDS
 
 
@@ -36,7 +36,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     with _warehouse(args, config, raw=True) as con:  # the field's p95s of a candidate's tiers read raw events
         ledger = compute_ledger(con, args.release, config, as_of=_as_of(args), candidates=args.candidate)
     _show(args, ledger)
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
@@ -60,7 +60,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         population = _population(args)
         sweeps = family_sweeps(population, args.rows_per_night * (args.nights or 14)) if population else SWEEPS
         _show(args, simulated(config, args.runs, jobs=args.jobs, nights=args.nights or 14, sweeps=sweeps))
-        return EXIT_OK
+        return Exit.OK
     if not args.release:
         raise UsageError("backtest needs --release R (or --simulated)")
     try:
@@ -72,7 +72,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         result = backtest(source, args.release, config, as_of, nights=args.nights, runs=args.runs,
                           segment_rows=args.segment_rows, injections=injections, seed=args.seed)
     _show(args, result)
-    return EXIT_OK
+    return Exit.OK
 
 
 def _population(args: argparse.Namespace) -> Any:
@@ -107,7 +107,7 @@ def cmd_admit(args: argparse.Namespace) -> int:
         _emit_json(results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results])
     else:
         print("\n\n".join(str(r) for r in results))
-    return EXIT_OK
+    return Exit.OK
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -126,7 +126,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     written = sum(pq.read_metadata(path).num_rows for path in paths)  # fewer than --rows after the injections
     print(f"wrote {written} rows of scenario {args.scenario} for release {args.release} "
           f"into {len(paths)} files under {args.out}")
-    return EXIT_OK
+    return Exit.OK
 
 
 class _Scenarios:

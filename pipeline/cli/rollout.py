@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cli.common import (
-    EXIT_OK,
     _as_of,
     _as_of_option,
     _config,
@@ -19,6 +18,7 @@ from pipeline.cli.common import (
     _emit_json,
 )
 from pipeline.common.errors import UsageError
+from pipeline.common.exit_codes import Exit
 
 HELP = {
     "pause": "hold every move toward the edge (recovery, promotion) until --until or a resume; rollbacks still happen",
@@ -88,7 +88,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         _deliver_alerts(args, config, Warehouse(path, "rollout"))
     if args.routing_out:
         _write_routing(args, config, after)
-    return EXIT_OK
+    return Exit.OK
 
 
 def _check_gates(gates: list[str]) -> None:

@@ -1,4 +1,5 @@
-"""The pipeline's exceptions. Only cli.py turns them into exit codes.
+"""The pipeline's exceptions. Only the CLI (pipeline/cli/main.py) turns them into exit codes, each class's
+`exit_code` from pipeline/common/exit_codes.py.
 
     PipelineError            a known failure: one line for the user, exit 2
     ├── UsageError           unusable arguments (missing path, bad option value)
@@ -8,16 +9,19 @@
     ├── UnknownRelease       --release names a release with no rows
     ├── BucketError          an object-store landing failed for good (names the bucket and key, never a secret)
     ├── EngineError          the Spark engine failed a query (names the sql/ file and Spark's error class)
-    └── StatementTimeout     ad hoc SQL ran past its time limit (exit 124, like timeout(1))
-    TransientError           worth retrying later (webhook down, timeout); never exit 1
+    ├── StatementTimeout     ad hoc SQL ran past its time limit (exit 124, like timeout(1))
+    └── (TransientError)     not a PipelineError: worth retrying later (webhook down, timeout); the nightly job
+                             records it and exits 2, never 1
 
 Exit 1 is reserved for "this release must not keep the edge route" and is set by
 the gate alone; every error here (StatementTimeout: 124), and any unexpected exception, exits 2.
 """
 
+from pipeline.common.exit_codes import Exit
+
 
 class PipelineError(Exception):
-    exit_code = 2
+    exit_code = Exit.ERROR
 
 
 class UsageError(PipelineError):
@@ -49,7 +53,7 @@ class EngineError(PipelineError):
 
 
 class StatementTimeout(PipelineError):
-    exit_code = 124
+    exit_code = Exit.TIME_LIMIT
 
 
 class TransientError(Exception):

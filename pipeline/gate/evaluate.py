@@ -40,6 +40,7 @@ import duckdb
 from pipeline.common import clock
 from pipeline.common.config import Config
 from pipeline.common.errors import UnknownRelease
+from pipeline.common.exit_codes import BY_VERDICT
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, GateName
 from pipeline.common.vocabulary import Bucket, Status, Verdict
@@ -296,8 +297,7 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        return {Verdict.KEEP_EDGE: 0, Verdict.PARTIAL_ROLLBACK: 1, Verdict.ROLLBACK_TO_CLOUD: 1,
-                Verdict.INSUFFICIENT_DATA: 3}[self.verdict]
+        return BY_VERDICT[self.verdict]
 
     def checks(self) -> list[GateCheck]:
         """Every check of the evaluation once (pooled quality checks are shared by their segments)."""
