@@ -17,14 +17,14 @@ LAYERS = ("common", "warehouse", "ingest", "gate", "rollout", "planning", "views
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
-def imports_of(path: Path) -> set[str]:
+def imports_of(path: Path, root: Path = ROOT) -> set[str]:
     """The pipeline modules `path` imports, as dotted paths below `pipeline.`, at any depth of the file."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline."):
             module = node.module.removeprefix("pipeline.")
             for alias in node.names:  # `from pipeline.gate import evaluate` names the module pipeline.gate.evaluate
-                sub = ROOT / "pipeline" / Path(*module.split("."), alias.name + ".py")
+                sub = root / "pipeline" / Path(*module.split("."), alias.name + ".py")
                 found.add(f"{module}.{alias.name}" if sub.exists() else module)
         elif isinstance(node, ast.Import):
             found |= {a.name.removeprefix("pipeline.") for a in node.names if a.name.startswith("pipeline.")}
@@ -44,6 +44,33 @@ def upward_imports() -> set[tuple[str, str]]:
     return out
 
 
+def import_cycles(root: Path = ROOT) -> list[list[str]]:
+    """Cycles among the modules of one package (lazy imports included), each as the modules around it."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((root / "pipeline").rglob("*.py")):
+        parts = path.relative_to(root / "pipeline").with_suffix("").parts
+        if len(parts) < 2 or parts[-1] == "__init__":
+            continue
+        module = ".".join(parts)
+        package = ".".join(parts[:-1])
+        graph[module] = {d for d in imports_of(path, root) if d.rpartition(".")[0] == package and d != module}
+    cycles, done = [], set()
+
+    def visit(node: str, trail: list[str]) -> None:
+        if node in trail:
+            cycles.append(trail[trail.index(node):] + [node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, [*trail, node])
+        done.add(node)
+
+    for module in sorted(graph):
+        visit(module, [])
+    return cycles
+
+
 def test_every_module_lives_in_a_package_of_the_flow():
     top = sorted(p.name for p in (ROOT / "pipeline").iterdir() if p.name != "__pycache__")
     assert top == sorted(["__init__.py", "__main__.py", *LAYERS])
@@ -55,6 +82,12 @@ def test_imports_run_down_the_flow_only():
     found = upward_imports()
     assert found - KNOWN_UPWARD == set(), "imports that run up the flow (pipeline/__init__.py): move the code"
     assert KNOWN_UPWARD - found == set(), "these are gone: remove them from KNOWN_UPWARD"
+
+
+def test_no_package_has_an_import_cycle_inside_it():
+    """Within a package too, imports run one way (gate: evaluate -> cells -> drill -> figures; a function-local
+    import that closes a loop counts)."""
+    assert import_cycles() == []
 
 
 def test_exit_codes_are_defined_once_and_the_readme_lists_them_word_for_word():

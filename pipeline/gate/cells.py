@@ -23,7 +23,7 @@ from typing import Any
 
 from pipeline.common.config import Config
 from pipeline.common.vocabulary import Status, Verdict
-from pipeline.gate import drill, evaluate, stats
+from pipeline.gate import drill, figures, stats
 
 PASS, FAIL, INHERIT = "pass", "fail", "inherit"
 
@@ -45,8 +45,8 @@ def judge(con: Any, result: Any, config: Config) -> dict[str, list[CellVerdict]]
     """Per judged segment key, its cells' verdicts (read inside the gate's source.reading)."""
     by = config.routing.dimensions
     params = result.window.params(result.release)
-    rows = {"counts": drill._by_segment(evaluate.counts(con, params, config, by)),
-            "days": drill._by_segment(evaluate.day_counts(con, params, config, by))}
+    rows = {"counts": drill.by_segment(figures.counts(con, params, config, by)),
+            "days": drill.by_segment(figures.day_counts(con, params, config, by))}
     out = {}
     for segment in result.segments:
         if segment.decision != Verdict.INSUFFICIENT_DATA:
@@ -56,7 +56,7 @@ def judge(con: Any, result: Any, config: Config) -> dict[str, list[CellVerdict]]
 
 def _segment(segment: Any, rows: dict[str, Any], by: tuple[str, ...], config: Config) -> list[CellVerdict]:
     edge = {r["cell"]: r for r in rows["counts"].get(("edge", segment.key), [])}
-    cells = {cell: CellVerdict(drill._values(cell, by), int(r["devices"]), INHERIT) for cell, r in edge.items()}
+    cells = {cell: CellVerdict(drill.cell_values(cell, by), int(r["devices"]), INHERIT) for cell, r in edge.items()}
     judged = {cell for cell, v in cells.items() if v.devices >= config.min_devices}
     outcomes: dict[str, dict[str, str]] = {cell: {} for cell in judged}  # cell -> gate -> pass | fail | inherit
     for gate in drill.READS:
@@ -67,13 +67,14 @@ def _segment(segment: Any, rows: dict[str, Any], by: tuple[str, ...], config: Co
                 or test is None or test.alpha is None):
             continue
         source = {r["cell"]: r for r in rows[table].get(("edge", segment.key), [])}
-        cloud = {drill._cloud_key(drill._values(r["cell"], by)): r for r in rows[table].get(("cloud", segment.key), [])}
+        cloud = {drill.cloud_key(drill.cell_values(r["cell"], by)): r
+                 for r in rows[table].get(("cloud", segment.key), [])}
         failing = check.status == Status.FAIL
         p_values = {}
         for cell in judged:
             row = source.get(cell)
             if row is not None:  # the test of departing from the segment's decision on this gate
-                p_values[cell] = drill.p_value(gate, row, cloud.get(drill._cloud_key(cells[cell].values)), k, n,
+                p_values[cell] = drill.p_value(gate, row, cloud.get(drill.cloud_key(cells[cell].values)), k, n,
                                                harm_above, drill.threshold(gate, config, segment.task), config,
                                                harm=not failing)
         rejected = stats.holm(p_values, test.alpha)

@@ -26,10 +26,10 @@ from pipeline.common.errors import UsageError
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GateName
 from pipeline.common.vocabulary import DEVICE_DIMENSIONS
-from pipeline.gate import drill, evaluate, source, stats
+from pipeline.gate import drill, figures, source, stats
 
 MATCHING = tuple(d for d in DEVICE_DIMENSIONS if d not in ("model_id", "app_version"))
-MIN_TAU = evaluate.MIN_FALLBACK_TAU  # the mixing scale of a difference test with no margin of its own
+MIN_TAU = figures.MIN_FALLBACK_TAU  # the mixing scale of a difference test with no margin of its own
 
 
 @dataclass
@@ -97,8 +97,8 @@ def compare(con: Any, candidate: Any, previous: Any, config: Config, by: Sequenc
     for side in (candidate.release, previous.release):
         params = window.params(side)
         with source.reading(con, config, window, side):  # a stale rollup: each release's window events
-            tables = {"counts": evaluate.counts(con, params, config, by),
-                      "days": evaluate.day_counts(con, params, config, by)}
+            tables = {"counts": figures.counts(con, params, config, by),
+                      "days": figures.day_counts(con, params, config, by)}
         rows[side] = {t: {(r["task"], r["device_tier"], r["network_bucket"], r["cell"]): r for r in table
                           if r["level"] == 0 and r.get("side", "edge") == "edge"}
                       for t, table in tables.items()}
@@ -114,7 +114,7 @@ def compare(con: Any, candidate: Any, previous: Any, config: Config, by: Sequenc
                          harm_above, segment, config)
             if c is None:
                 continue
-            c.cell = drill._values(key[3], tuple(by))
+            c.cell = drill.cell_values(key[3], tuple(by))
             if BY_NAME[gate].kind == "p95_budget" and not by:
                 c.previous_p95 = p95s[previous.release].get((segment, gate))
                 c.candidate_p95 = p95s[candidate.release].get((segment, gate))
@@ -130,7 +130,7 @@ def compare(con: Any, candidate: Any, previous: Any, config: Config, by: Sequenc
 def _compare(gate: str, cand: dict, prev: dict, k: str, n: str, harm_above: bool, segment: str,
              config: Config) -> Comparison | None:
     md = config.min_devices
-    a, b = evaluate.ratio(cand, k, n, md), evaluate.ratio(prev, k, n, md)
+    a, b = figures.ratio(cand, k, n, md), figures.ratio(prev, k, n, md)
     if a.n <= 0 or b.n <= 0:
         return None
     sequential = config.statistics.method == "sequential"

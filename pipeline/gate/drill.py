@@ -39,7 +39,7 @@ from pipeline.common.errors import UsageError
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GateName, label
 from pipeline.common.vocabulary import DEVICE_DIMENSIONS, Status, Verdict
-from pipeline.gate import evaluate, source, stats
+from pipeline.gate import figures, quantiles, source, stats
 
 NULL = "(null)"  # the SQL's mark for a null value in a cell
 OTHER = "other"
@@ -72,7 +72,7 @@ def reading(gate: str, config: Config) -> tuple[str, str, str, bool]:
 def threshold(gate: str, config: Config, task: str) -> float:
     """What a cell's figure is held to: the share above a p95 budget (5 %), else the gate's setting for the task."""
     if BY_NAME[gate].kind == "p95_budget":
-        return 1 - evaluate.P95
+        return 1 - quantiles.P95
     return getattr(getattr(config.gates_for(task), gate), BY_NAME[gate].threshold_key)
 
 
@@ -84,7 +84,7 @@ def p_value(gate: str, row: dict[str, Any], cloud: dict[str, Any] | None, k: str
     if gate == GateName.QUALITY_LOSS:
         if cloud is None:
             return math.nan
-        e, c = evaluate.ratio(row, k, n, config.min_devices), evaluate.ratio(cloud, k, n, config.min_devices)
+        e, c = figures.ratio(row, k, n, config.min_devices), figures.ratio(cloud, k, n, config.min_devices)
         if e.n <= 0 or c.n <= 0 or c.k <= 0:
             return math.nan
         d, var = stats.stratified_ratio_score([stats.Stratum(e, c)], 1 - p0)
@@ -92,10 +92,10 @@ def p_value(gate: str, row: dict[str, Any], cloud: dict[str, Any] | None, k: str
             return math.nan
         z = -d / math.sqrt(var) if harm else d / math.sqrt(var)
         return stats.z_p_value(z, var, p0 * c.rate * 2, sequential)
-    r = evaluate.ratio(row, k, n, config.min_devices)
+    r = figures.ratio(row, k, n, config.min_devices)
     if r.n_eff <= 0:
         return math.nan
-    width = evaluate.KILL_MIXTURE_WIDTH if gate == GateName.KILL_RATE else None
+    width = figures.KILL_MIXTURE_WIDTH if gate == GateName.KILL_RATE else None
     return stats.rate_p_value(r.k_eff, r.n_eff, p0, harm_above if harm else not harm_above, sequential, width)
 
 
@@ -232,10 +232,10 @@ def drill(con: Any, result: Any, config: Config, by: Sequence[str], segments: Se
     params = result.window.params(result.release)
     with source.reading(con, config, result.window, result.release):
         keys = sorted({segment for segment, _ in chosen})  # only their rows are read
-        counts = evaluate.counts(con, params, config, by, keys) if any(READS[g][0] == "counts" for _, g in chosen) \
+        counts = figures.counts(con, params, config, by, keys) if any(READS[g][0] == "counts" for _, g in chosen) \
             else []
-        days = evaluate.day_counts(con, params, config, by) if any(READS[g][0] == "days" for _, g in chosen) else []
-    rows = {"counts": _by_segment(counts), "days": _by_segment(days)}
+        days = figures.day_counts(con, params, config, by) if any(READS[g][0] == "days" for _, g in chosen) else []
+    rows = {"counts": by_segment(counts), "days": by_segment(days)}
     status = {(s.key, name): c.status for s in result.segments for name, c in s.checks.items()}
     drills = [_split(segment, gate, rows, tuple(by), config, status.get((segment, gate), ""))
               for segment, gate in chosen]
@@ -266,7 +266,7 @@ def _pairs(result: Any, segments: Sequence[str], gates: Sequence[str], every_seg
     return pairs
 
 
-def _by_segment(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def by_segment(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Segment-level rows by (side or 'edge', segment key)."""
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
@@ -276,7 +276,7 @@ def _by_segment(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[s
     return out
 
 
-def _values(cell: str, by: tuple[str, ...]) -> dict[str, str]:
+def cell_values(cell: str, by: tuple[str, ...]) -> dict[str, str]:
     parts = cell.split(SEPARATOR) if by else []
     return {d: _shown(d, v) for d, v in zip(by, parts, strict=True)}
 
@@ -306,15 +306,15 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
     cloud: dict[tuple, list[dict[str, Any]]] = {}
     if quality:
         for r in rows[table].get(("cloud", segment), []):
-            cloud.setdefault(_cloud_key(_values(r["cell"], by)), []).append(r)
+            cloud.setdefault(cloud_key(cell_values(r["cell"], by)), []).append(r)
 
     def measure(values: dict[str, str], members: list[dict[str, Any]], test: bool = True) -> Cell:
-        keys = dict.fromkeys(_cloud_key(_values(r["cell"], by)) for r in members)
+        keys = dict.fromkeys(cloud_key(cell_values(r["cell"], by)) for r in members)
         baseline = [c for ck in keys for c in cloud.get(ck, [])]
         return _measure(gate, values, _summed(members), baseline, k, n, limit, harm_above, config, test)
 
     edge_rows = rows[table].get(("edge", segment), [])
-    unpooled = [measure(_values(r["cell"], by), [r], test=False) for r in edge_rows]  # for the ranking and answer
+    unpooled = [measure(cell_values(r["cell"], by), [r], test=False) for r in edge_rows]  # for the ranking and answer
     varying = tuple(x for x in by if len({c.values[x] for c in unpooled}) > 1)
     ranked = [x for x in _rank(unpooled, by) if x.name in varying]
     d = Drill(segment, gate, status, _what(gate), limit, harm_above, 0.0, [], varying=varying, dimensions=ranked,
@@ -346,7 +346,7 @@ def _merged(rows: list[dict[str, Any]], by: tuple[str, ...], ranked: list[str], 
         kept = ranked[:keep]
         groups: dict[tuple, list[dict[str, Any]]] = {}
         for r in pending:
-            values = _values(r["cell"], by)
+            values = cell_values(r["cell"], by)
             groups.setdefault(tuple(values[d] for d in kept), []).append(r)
         pending = []
         for key, members in groups.items():
@@ -354,25 +354,25 @@ def _merged(rows: list[dict[str, Any]], by: tuple[str, ...], ranked: list[str], 
                 values = dict(zip(kept, key, strict=True))
                 merged = {d: values.get(d, "*") for d in by}
                 if len(members) == 1:
-                    merged = _values(members[0]["cell"], by)
+                    merged = cell_values(members[0]["cell"], by)
                 out.append((merged, members))
             else:
                 pending += members
     if not ranked:  # nothing varies: the segment is one cell
-        out, pending = [({d: _values(r["cell"], by)[d] for d in by}, [r]) for r in rows], []
+        out, pending = [({d: cell_values(r["cell"], by)[d] for d in by}, [r]) for r in rows], []
     if pending:
         out.append(({}, pending))
     return out
 
 
-def _cloud_key(values: dict[str, str]) -> tuple:
+def cloud_key(values: dict[str, str]) -> tuple:
     """A cell's key on the cloud side: model_id is an edge attribute (null on cloud rows), so it is left out."""
     return tuple((d, v) for d, v in values.items() if d != "model_id")
 
 
 def _measure(gate: str, values: dict[str, str], row: dict[str, Any], cloud_rows: list[dict[str, Any]], k: str,
              n: str, threshold: float, harm_above: bool, config: Config, test: bool = True) -> Cell:
-    r = evaluate.ratio(row, k, n, config.min_devices)
+    r = figures.ratio(row, k, n, config.min_devices)
     raw_n, raw_k = float(row[n] or 0), float(row[k] or 0)
     conf = config.statistics.confidence
     cell = Cell(values, int(row.get(f"{n}_devices", row["devices"])), raw_n, r.rate if r.n else None,
@@ -384,7 +384,7 @@ def _measure(gate: str, values: dict[str, str], row: dict[str, Any], cloud_rows:
             cell.p_value = p_value(gate, row, None, k, n, harm_above, threshold, config)
         return cell
     base = _summed(cloud_rows) if cloud_rows else None
-    c = evaluate.ratio(base, k, n, config.min_devices) if base else None
+    c = figures.ratio(base, k, n, config.min_devices) if base else None
     if c is None or c.n <= 0 or c.k <= 0 or r.n <= 0:
         cell.figure, cell.interval = None, None
         return cell

@@ -44,21 +44,24 @@ from pipeline.common.exit_codes import BY_VERDICT
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, GateName
 from pipeline.common.vocabulary import Bucket, Status, Verdict
-from pipeline.gate import assignment, quantiles, source, stats
+from pipeline.gate import assignment, cells, quantiles, source, stats
+from pipeline.gate.figures import (
+    COUNTS_SQL,
+    DEVICE_DAYS_SQL,
+    KILL_MIXTURE_WIDTH,
+    MIN_FALLBACK_TAU,
+    counts,
+    day_counts,
+    ratio,
+)
 from pipeline.gate.window import Window, gate_window
 from pipeline.warehouse import sketch, sqlfiles
 
-COUNTS_SQL = "gate/segment_counts"
 QUANTILES_SQL = quantiles.HISTOGRAMS_SQL
 WEAK_SQL = "gate/weak_latency"
-DEVICE_DAYS_SQL = "gate/device_days"
 ERROR_DAYS_SQL = "gate/error_days"
 KEPT_DAYS_SQL = "gate/kept_device_days"
 RETENTION_SQL = "gate/retention"
-# kill_rate's sequential test spreads its prior over kill rates up to 3 x the ceiling (stats.mixture_width):
-# the rate worth catching is twice the ceiling, and a 1 % ceiling's default prior (20 points wide) would
-# weigh rates no release survives long enough to show
-KILL_MIXTURE_WIDTH = 2.0
 RETENTION_TAU = 0.03  # the mixing scale of the retention test: a drop of 3 points past the tolerance at least
 RETENTION_SIZED_DROP = 0.05  # devices_to_detect of retention: for a drop of 5 points in the share returning
 LEVEL_NAMES = {0: "segment", 1: "task x tier (all buckets)", 2: "task x bucket (all tiers)", 3: "task",
@@ -69,7 +72,6 @@ P95 = quantiles.P95
 # on each test's own scale. Adoption: a loss of twice the tolerance; fallback excess: the margin;
 # weak-network latency: an edge p95 25 % slower than the cloud's (log scale).
 WEAK_LATENCY_TAU = math.log(1.25)
-MIN_FALLBACK_TAU = 0.02
 LATE_FACTOR = 1.25  # a bucket whose p95 arrival lag is this much behind the promptest one's arrives late
 # why a check failed when only this test rejected
 _TEST_NOTES = {"throttled_share": "throttled share above its ceiling", "excess": "fallback rate above the cloud's "
@@ -335,17 +337,6 @@ def _level_key(row: dict[str, Any]) -> tuple:
     level = row["level"]
     return {0: (row["task"], row["device_tier"], row["network_bucket"]), 1: (row["task"], row["device_tier"]),
             2: (row["task"], "*", row["network_bucket"]), 3: (row["task"],), 7: ()}[level]
-
-
-def ratio(row: dict[str, Any], k: str, n: str, min_devices: int) -> stats.DeviceRatio:
-    """The device-level ratio k / n of one SQL row (sums named as in sql/gate/segment_counts.sql): of the
-    estimand's weighted sums (`<n>_w`, `<k>_w`) where the SQL has them, else of the raw counts."""
-    weighted = f"{n}_w" in row
-    total = float((row[f"{n}_w"] if weighted else row[n]) or 0)
-    independent = float(row[f"{n}_ind"] or 0) / total if weighted and total else 1.0
-    return stats.device_ratio(int(row.get(f"{n}_devices", row["devices"])), total,
-                              float((row[f"{k}_w"] if weighted else row[k]) or 0), float(row[f"{n}_nn"] or 0),
-                              float(row[f"{k}_kk"] or 0), float(row[f"{k}_kn"] or 0), min_devices, independent)
 
 
 class _Figures:
@@ -1113,20 +1104,6 @@ def judge_sums(config: Config, device_days: dict[tuple, dict[str, Any]] | None =
     return checks
 
 
-def counts(con: Any, params: dict[str, Any], config: Config, by: Sequence[str] = (),
-           segments: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """sql/gate/segment_counts.sql's rows; `by` (device dimensions) splits each segment into cells; `segments`
-    (task/tier/bucket keys) reads only those segments' rows (the coarser levels then cover only them)."""
-    return sqlfiles.dicts(con, COUNTS_SQL, {**params, "weight_cap": config.statistics.weight_cap(), "by": ",".join(by),
-                                            "segments": ",".join(segments)})
-
-
-def day_counts(con: Any, params: dict[str, Any], config: Config, by: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """sql/gate/device_days.sql's rows; `by` as in counts()."""
-    return sqlfiles.dicts(con, DEVICE_DAYS_SQL, {**params, "kill_codes": list(config.gates.kill_rate.kill_codes),
-                                                 "by": ",".join(by)})
-
-
 def _days_observed(con: Any, params: dict[str, Any]) -> float:
     """Days from the release's first row in the window to the window's end."""
     first = sqlfiles.run(con, "gate/first_seen", params).fetchone()[0]
@@ -1176,8 +1153,6 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
         result.source = read_from
         _judge_kept(con, result, measure, kill_codes)
         if config.routing.dimensions:
-            from pipeline.gate import cells
-
             result.cells, result.cell_dimensions = cells.judge(con, result, config), config.routing.dimensions
     return result
 
