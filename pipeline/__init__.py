@@ -33,6 +33,6 @@ __version__ = _installed_version()
 def open(path: str, config: str | None = None):  # noqa: A001 (pipeline.open, as the notebook API reads)
     """The warehouse at `path` as polars DataFrames (pipeline/views/frames.py); read-only, a connection per call.
     Imported here on first use, so `pipeline --help` does not pay for polars."""
-    from pipeline.views.frames import Warehouse
+    from pipeline.views.frames import WarehouseFrames
 
-    return Warehouse(path, config)
+    return WarehouseFrames(path, config)

@@ -15,7 +15,7 @@ from conftest import query, run_cli, writer_holding
 from test_output_schema import _validator
 from test_rollout import LOW, judge, nights, one_day_config
 
-from pipeline.common.config import Window, load_config
+from pipeline.common.config import RolloutWindow, load_config
 from pipeline.rollout.routing import routing_table
 from pipeline.rollout.windows import hold, occurrence
 
@@ -251,14 +251,14 @@ def test_windows_are_linted_like_the_rest_of_the_file(tmp_path, window, message)
 
 
 def test_a_window_follows_its_time_zone_across_daylight_saving():
-    fridays = Window(name="fri", kind="deny", start="2026-03-20T18:00", duration_hours=2,
+    fridays = RolloutWindow(name="fri", kind="deny", start="2026-03-20T18:00", duration_hours=2,
                      rrule="FREQ=WEEKLY;BYDAY=FR", timezone="Europe/Berlin")
     assert occurrence(fridays, datetime(2026, 3, 20, 17, 30)) == (datetime(2026, 3, 20, 17), datetime(2026, 3, 20, 19))
     # after the switch to summer time on 29 March 18:00 Berlin is 16:00 UTC
     assert occurrence(fridays, datetime(2026, 4, 3, 16, 30)) == (datetime(2026, 4, 3, 16), datetime(2026, 4, 3, 18))
     assert occurrence(fridays, datetime(2026, 4, 3, 18, 0)) is None
     policy = dataclasses.replace(load_config().rollout, windows=(
-        fridays, Window(name="weekdays", kind="allow", start="2026-03-16T09:00", duration_hours=8,
+        fridays, RolloutWindow(name="weekdays", kind="allow", start="2026-03-16T09:00", duration_hours=8,
                         rrule="FREQ=DAILY;BYDAY=MO,TU,WE,TH,FR", timezone="Europe/Berlin")))
     assert hold(policy, datetime(2026, 4, 3, 16, 30)) == "deny window fri until 2026-04-03 18:00 UTC"
     assert hold(policy, datetime(2026, 4, 4, 10)) == "outside the allow windows (weekdays)"

@@ -444,9 +444,9 @@ def test_spark_partitions_age_out_to_the_archive_as_duckdb_days_do(nightlies, sp
     assert moved["spark"] == moved["duckdb"]
     due = [(r, d) for r, d in before if d < "2026-11-24"]
     assert [(m[1], m[2]) for m in moved["spark"]] == sorted(due, key=lambda p: (p[1], p[0])) and daily_before == 0
-    from pipeline.warehouse.spark.storage import Warehouse
+    from pipeline.warehouse.spark.storage import SparkTables
 
-    tables = Warehouse(str(root))
+    tables = SparkTables(str(root))
     assert sorted(tables.partitions("events")) == [p for p in before if p[1] >= "2026-11-24"]
     assert all(d >= "2026-11-24" for _, d in tables.partitions("rollup_device_day"))
     again = json.loads(_cli("archive", "--db", str(spark_db), "--config", str(config), "--as-of", "2026-11-27",

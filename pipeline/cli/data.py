@@ -84,9 +84,9 @@ def cmd_archive(args: argparse.Namespace) -> int:
     config = _config(args)
     if _engine_name(args, config) == "spark":  # no Spark session: pyarrow moves the partitions
         from pipeline.warehouse.spark.archive import age_out_spark
-        from pipeline.warehouse.spark.storage import Warehouse, default_root
+        from pipeline.warehouse.spark.storage import SparkTables, default_root
 
-        tables = Warehouse(args.warehouse or config.engine.spark.warehouse or default_root(_db(args)))
+        tables = SparkTables(args.warehouse or config.engine.spark.warehouse or default_root(_db(args)))
         _show(args, age_out_spark(_db(args), tables, config, now=_as_of(args)))
         return Exit.OK
     from pipeline.warehouse.archive import age_out

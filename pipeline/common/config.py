@@ -236,7 +236,7 @@ class Routing:
 
 
 @dataclass(frozen=True)
-class Window:
+class RolloutWindow:
     """A recurring stretch of time in which moves toward the edge wait (deny) or may happen (allow);
     rollbacks never wait (docs/rollout.md "Windows")."""
     name: str = setting(blank=False, help="named in outputs, e.g. holiday-freeze")
@@ -280,7 +280,7 @@ class Rollout:
     window_looks: int = _f(1, 1, 30, help="decisive (pass or fail) looks counted for fail_looks")
     min_dwell_days: int = _f(2, 0, 365, help="a rollback lasts at least this many days after its last failing look")
     recover_looks: int = _f(3, 1, 60, help="consecutive passing looks in recovering before ok again")
-    windows: tuple[Window, ...] = _f((), help="deny (freeze) and allow windows for recovery and promotion; "
+    windows: tuple[RolloutWindow, ...] = _f((), help="deny (freeze) and allow windows for recovery and promotion; "
                                               "rollbacks never wait (docs/rollout.md)")
 
 

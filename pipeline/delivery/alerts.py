@@ -49,12 +49,12 @@ from pipeline.warehouse.handle import Warehouse
 MAX_SEGMENT_LINES = 20
 
 
-def _incident(release: str, status: rollout.Status) -> str:
+def _incident(release: str, status: rollout.RolloutStatus) -> str:
     overrides = f"|{','.join(status.overrides)}" if status.overrides else ""
     return hashlib.sha256(f"{release}|{status.kind}|{','.join(status.segments)}{overrides}".encode()).hexdigest()[:16]
 
 
-def build_alert(release: str, before: rollout.Status, after: rollout.Status, states: dict[str, Any],
+def build_alert(release: str, before: rollout.RolloutStatus, after: rollout.RolloutStatus, states: dict[str, Any],
                 result: dict[str, Any], config: Config, number: int, repeat: bool = False,
                 previous: Any = None) -> dict[str, Any]:
     """The alert for the move `before` -> `after` (or a repeat of `after`); `result` is the stored
@@ -114,7 +114,7 @@ def build_alert(release: str, before: rollout.Status, after: rollout.Status, sta
     return alert
 
 
-def alert_for_change(con: Any, release: str, before: rollout.Status, after: rollout.Status,
+def alert_for_change(con: Any, release: str, before: rollout.RolloutStatus, after: rollout.RolloutStatus,
                      states: dict[str, Any], result: dict[str, Any], config: Config,
                      now: datetime) -> dict[str, Any] | None:
     """The alert the move from `before` to `after` raises at `now`, if any."""
@@ -141,7 +141,7 @@ def sinks(config: Config) -> dict[str, Sink]:
     return {s.label: s for s in effective_sinks(config.alerts) if s.kind != "alertmanager"}
 
 
-def on_change(con: Any, release: str, before: rollout.Status, states: dict[str, Any], result: dict[str, Any],
+def on_change(con: Any, release: str, before: rollout.RolloutStatus, states: dict[str, Any], result: dict[str, Any],
               config: Config, now: datetime) -> None:
     """What recording an evaluation raises (rollout.history.record_evaluation's on_change): the alert of the
     move from `before` to the states now stored, into the outbox in the recording's transaction."""

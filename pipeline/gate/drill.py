@@ -138,7 +138,7 @@ class Cell:
 
 
 @dataclass
-class Dimension:
+class RankedDimension:
     name: str
     top_value: str
     share_of_excess: float
@@ -166,7 +166,7 @@ class Drill:
     harm_above: bool
     excess: float  # the segment's own (sum over cells)
     cells: list[Cell]
-    dimensions: list[Dimension] = field(default_factory=list)
+    dimensions: list[RankedDimension] = field(default_factory=list)
     answer: str = ""
     named: dict[str, str] = field(default_factory=dict)  # the one-line answer's dimensions and values
     varying: tuple[str, ...] = ()  # the dimensions with more than one value in the segment (the others say nothing)
@@ -408,7 +408,7 @@ def _what(gate: str) -> str:
             GateName.QUALITY_LOSS: "relative adoption loss against the cell's cloud rows"}[gate]
 
 
-def _rank(cells: list[Cell], by: tuple[str, ...]) -> list[Dimension]:
+def _rank(cells: list[Cell], by: tuple[str, ...]) -> list[RankedDimension]:
     positive = sum(max(0.0, c.excess) for c in cells)
     total_n = sum(c.n for c in cells)
     if positive <= 0 or total_n <= 0:
@@ -423,7 +423,7 @@ def _rank(cells: list[Cell], by: tuple[str, ...]) -> list[Dimension]:
             count[v] = count.get(v, 0.0) + c.n
         top = max(excess, key=lambda v: (_exact(excess[v]), v))
         spread = sum(max(0.0, x) for x in excess.values())  # 0 when the excess cancels out at this dimension
-        out.append(Dimension(d, top, max(0.0, excess[top]) / spread if spread else 0.0, count[top] / total_n))
+        out.append(RankedDimension(d, top, max(0.0, excess[top]) / spread if spread else 0.0, count[top] / total_n))
     return sorted(out, key=lambda x: (-_exact(x.concentration), by.index(x.name)))
 
 

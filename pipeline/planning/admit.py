@@ -352,36 +352,36 @@ def score(calls_per_day: float, total_tokens: int, privacy: str, error_cost: str
     return Score(tuple(Factor(name, *points[name], weight) for name, weight in FACTORS))
 
 
-class Route(NamedTuple):
+class RouteChoice(NamedTuple):
     route: str
     reason: str
 
 
 def route(total_tokens: int, needs_tools: bool, mem_class_gb: int, npu: bool, privacy: str, network: str,
-          verifiable: bool) -> Route:
+          verifiable: bool) -> RouteChoice:
     """The article's rule, first match wins."""
     if total_tokens > MAX_EDGE_TOKENS:
-        return Route("cloud", f"{total_tokens} tokens > {MAX_EDGE_TOKENS} (token pre-filter)")
+        return RouteChoice("cloud", f"{total_tokens} tokens > {MAX_EDGE_TOKENS} (token pre-filter)")
     if needs_tools:
-        return Route("cloud", "needs tools")
+        return RouteChoice("cloud", "needs tools")
     if mem_class_gb < MIN_EDGE_MEM_CLASS_GB:
-        return Route("cloud", f"memory class {mem_class_gb} GB < {MIN_EDGE_MEM_CLASS_GB} GB")
+        return RouteChoice("cloud", f"memory class {mem_class_gb} GB < {MIN_EDGE_MEM_CLASS_GB} GB")
     if not npu:
-        return Route("cloud", "no NPU")
+        return RouteChoice("cloud", "no NPU")
     if privacy == "on_device_only":
-        return Route(vocabulary.Route.EDGE_WITH_CLOUD_CHECK, "strict privacy: the text must stay on the device")
+        return RouteChoice(vocabulary.Route.EDGE_WITH_CLOUD_CHECK, "strict privacy: the text must stay on the device")
     if network == "often_weak_or_offline":
-        return Route(vocabulary.Route.EDGE_WITH_CLOUD_CHECK, "often offline or on a weak network")
+        return RouteChoice(vocabulary.Route.EDGE_WITH_CLOUD_CHECK, "often offline or on a weak network")
     if verifiable:
-        return Route("edge", "output is automatically verifiable")
-    return Route("cloud", "output is not automatically verifiable")
+        return RouteChoice("edge", "output is automatically verifiable")
+    return RouteChoice("cloud", "output is not automatically verifiable")
 
 
 # ---------------------------------------------------------------- the assessment
 
 
 @dataclass(frozen=True)
-class GateCheck:
+class AdmissionCheck:
     gate: str
     verdict: str  # pass | fail | unknown
     mode: str  # the config's: enforce | observe
@@ -451,10 +451,10 @@ class AdmitResult:
     ceiling_s: float
     daily_edge_s: float
     daily_edge_cap_s: float
-    gates: tuple[GateCheck, ...]
+    gates: tuple[AdmissionCheck, ...]
     score: Score
-    rule: Route
-    route: Route
+    rule: RouteChoice
+    route: RouteChoice
     notes: tuple[str, ...]
 
     @property
@@ -465,7 +465,7 @@ class AdmitResult:
     def latency_ok(self) -> bool:
         return all(t.within_budget for t in self.tiers)
 
-    def gate(self, name: str) -> GateCheck:
+    def gate(self, name: str) -> AdmissionCheck:
         return next(g for g in self.gates if g.gate == name)
 
     def to_dict(self) -> dict[str, Any]:
@@ -592,24 +592,25 @@ def assess(candidate: Candidate, config: Config, source: str = "") -> AdmitResul
     worst_ms = slowest.latency.total_s * 1000
     delivery = c.streamable or c.asynchronous
     checks = (
-        GateCheck(GateName.PEAK_MEMORY, _verdict(peak <= gates.peak_memory.max_p95_ratio), gates.peak_memory.mode,
+        AdmissionCheck(GateName.PEAK_MEMORY, _verdict(peak <= gates.peak_memory.max_p95_ratio), gates.peak_memory.mode,
                   peak, gates.peak_memory.max_p95_ratio,
                   f"{_pct(peak)} of {ram} GB (max {_pct(gates.peak_memory.max_p95_ratio)})"),
-        GateCheck(GateName.RESIDENT_MEMORY, _verdict(resident <= gates.resident_memory.max_p95_ratio),
+        AdmissionCheck(GateName.RESIDENT_MEMORY, _verdict(resident <= gates.resident_memory.max_p95_ratio),
                   gates.resident_memory.mode, resident, gates.resident_memory.max_p95_ratio,
                   f"{_pct(resident)} of {ram} GB (max {_pct(gates.resident_memory.max_p95_ratio)})"),
-        GateCheck(GateName.INFERENCE_DURATION, _verdict(worst_ms <= gates.inference_duration.max_p95_ms and delivery),
+        AdmissionCheck(GateName.INFERENCE_DURATION,
+                       _verdict(worst_ms <= gates.inference_duration.max_p95_ms and delivery),
                   gates.inference_duration.mode, worst_ms, gates.inference_duration.max_p95_ms,
                   f"{fmt_seconds(slowest.latency.total_s)} s on {slowest.target.tier} "
                   f"(max {fmt_seconds(ceiling_s)} s), "
                   + ("streamable" if c.streamable else "asynchronous" if c.asynchronous
                      else "neither streamable nor asynchronous")),
-        GateCheck(GateName.QUALITY_LOSS,
+        AdmissionCheck(GateName.QUALITY_LOSS,
                   _verdict(None if c.quality_loss is None else c.quality_loss <= gates.quality_loss.max_relative_loss),
                   gates.quality_loss.mode, c.quality_loss, gates.quality_loss.max_relative_loss,
                   ("not declared" if c.quality_loss is None else _pct(c.quality_loss))
                   + f" (max {_pct(gates.quality_loss.max_relative_loss)})"),
-        GateCheck(GateName.FAILURE_DETECTABILITY,
+        AdmissionCheck(GateName.FAILURE_DETECTABILITY,
                   _verdict(None if c.failure_detectability is None
                            else c.failure_detectability >= gates.failure_detectability.min_share),
                   gates.failure_detectability.mode, c.failure_detectability, gates.failure_detectability.min_share,
@@ -624,7 +625,7 @@ def assess(candidate: Candidate, config: Config, source: str = "") -> AdmitResul
         blockers.insert(0, "latency budget")
     final = rule
     if rule.route != "cloud" and blockers:
-        final = Route("cloud", f"the rule says {rule.route} ({rule.reason}), but {', '.join(blockers)} failed")
+        final = RouteChoice("cloud", f"the rule says {rule.route} ({rule.reason}), but {', '.join(blockers)} failed")
 
     sc = score(c.calls_per_day, c.total_tokens, c.privacy, c.error_cost, c.network, c.iteration)
     notes = []

@@ -54,7 +54,7 @@ def default_candidate(task: str) -> Path | None:
 
 
 @dataclass(frozen=True)
-class Dimension:
+class DimensionEstimate:
     dimension: str
     unit: str
     estimate: float | None
@@ -80,7 +80,7 @@ class EstimateTable:
     candidate: str
     tiers: tuple[str, ...]
     factor: float
-    rows: tuple[Dimension, ...]
+    rows: tuple[DimensionEstimate, ...]
     note: str = ""
 
     @property
@@ -124,14 +124,14 @@ def fmt(v: float | None, unit: str) -> str:
 
 def _dimension(name: str, unit: str, estimate: float | None, measured: float | None, estimate_basis: str,
                measured_basis: str, factor: float, gate_limit: float | None = None,
-               gate_label: str = "") -> Dimension:
+               gate_label: str = "") -> DimensionEstimate:
     ratio = measured / estimate if estimate is not None and estimate > 0 and measured is not None else None
     flagged, reason = False, ""
     if ratio is not None and ratio > factor:
         flagged, reason = True, f"the field is {ratio:.2f} x the estimate (> {factor:g})"
     elif ratio is None and measured is not None and gate_limit is not None and measured > gate_limit:
         flagged, reason = True, f"no positive estimate, and the field is over {gate_label}"
-    return Dimension(name, unit, estimate, measured, estimate_basis, measured_basis, ratio, flagged, reason)
+    return DimensionEstimate(name, unit, estimate, measured, estimate_basis, measured_basis, ratio, flagged, reason)
 
 
 def _field(con: duckdb.DuckDBPyConnection, params: dict[str, Any], task: str,
@@ -186,7 +186,7 @@ def compare(con: duckdb.DuckDBPyConnection, params: dict[str, Any], config: Conf
     return EstimateTable(candidate.task, source, tuple(tiers), factor, rows)
 
 
-def _quality(candidate: admit.Candidate, field: dict[str, Any], tiers: list[str], config: Config) -> Dimension:
+def _quality(candidate: admit.Candidate, field: dict[str, Any], tiers: list[str], config: Config) -> DimensionEstimate:
     """Adoption is a rate: flagged only on evidence, by the gate's one-look Farrington-Manning score test
     of 'loss <= factor x estimate' (or <= the gate's ceiling without a positive estimate) at alpha. The
     ledger reads release-level counts without device sums, so rows count as independent here: a flag
@@ -196,7 +196,7 @@ def _quality(candidate: admit.Candidate, field: dict[str, Any], tiers: list[str]
     basis = "quality_loss of the candidate" if estimate is not None else "no quality_loss declared"
     k_e, n_e, k_c, n_c = field["edge_adopted"], field["edge_rows"], field["cloud_adopted"], field["cloud_rows"]
     if not n_c or not k_c:
-        return Dimension(name, "share", estimate, None, basis, f"no cloud rows of {candidate.task} on "
+        return DimensionEstimate(name, "share", estimate, None, basis, f"no cloud rows of {candidate.task} on "
                          f"{', '.join(tiers)}", None, False, "")
     e_rate, c_rate = k_e / n_e, k_c / n_c
     loss = (c_rate - e_rate) / c_rate
@@ -215,8 +215,8 @@ def _quality(candidate: admit.Candidate, field: dict[str, Any], tiers: list[str]
     if flagged:
         reason = (f"the field's loss is above {factor:g} x the estimate ({tolerance:.2%}), {p_text}" if positive
                   else f"no positive estimate, and the field's loss is above the gate's {ceiling:.0%}, {p_text}")
-    return Dimension(name, "share", estimate, loss, basis, measured_basis, loss / estimate if positive else None,
-                     flagged, reason)
+    return DimensionEstimate(name, "share", estimate, loss, basis, measured_basis,
+                             loss / estimate if positive else None, flagged, reason)
 
 
 def estimate_tables(con: duckdb.DuckDBPyConnection, params: dict[str, Any], config: Config, tasks: list[str],

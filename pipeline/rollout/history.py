@@ -69,7 +69,7 @@ class Recorded:
 
 # what recording a move of the rollout states raises, in the same transaction: delivery.alerts.on_change
 # (passed in by the caller: delivery sits above rollout in the flow)
-OnChange = Callable[[Any, str, "rollout.Status", dict[str, Any], dict[str, Any], Config, datetime], None]
+OnChange = Callable[[Any, str, "rollout.RolloutStatus", dict[str, Any], dict[str, Any], Config, datetime], None]
 
 
 def _store(con: Any, row: dict[str, Any], config: Config,

@@ -307,14 +307,14 @@ def store(con: Any, release: str, states: dict[str, SegmentState], now: datetime
 
 
 @dataclass(frozen=True)
-class Status:
+class RolloutStatus:
     """A release's rollout status: what an alert is about."""
     kind: str  # ok | insufficient_data | held | suspect | partial_rollback | rollback_to_cloud
     segments: tuple[str, ...]  # the segments the kind is about (rolled back, suspect or held)
     total: int  # segments of the release
     overrides: tuple[str, ...] = ()  # "segment: action by actor (id)" of every override in force
 
-    def same_as(self, other: Status) -> bool:
+    def same_as(self, other: RolloutStatus) -> bool:
         """The same status, whatever the number of segments around it."""
         return (self.kind, self.segments, self.overrides) == (other.kind, other.segments, other.overrides)
 
@@ -344,7 +344,7 @@ def release_rolled_back(states: dict[str, SegmentState]) -> bool:
     return bool(rel and routed_off(rel)) or bool(rolled and len(rolled) == len(judged))
 
 
-def status(states: dict[str, SegmentState]) -> Status:
+def status(states: dict[str, SegmentState]) -> RolloutStatus:
     segments = {k: s for k, s in states.items() if k != RELEASE}
     total = len(segments)
     rel = states.get(RELEASE)
@@ -352,18 +352,18 @@ def status(states: dict[str, SegmentState]) -> Status:
                              for k, s in states.items() if s.override))
     rolled = tuple(sorted(k for k, s in segments.items() if routed_off(s)))
     if release_rolled_back(states):
-        return Status(Verdict.ROLLBACK_TO_CLOUD, tuple(sorted(segments)), total, overrides)
+        return RolloutStatus(Verdict.ROLLBACK_TO_CLOUD, tuple(sorted(segments)), total, overrides)
     if rolled:
-        return Status(Verdict.PARTIAL_ROLLBACK, rolled, total, overrides)
+        return RolloutStatus(Verdict.PARTIAL_ROLLBACK, rolled, total, overrides)
     suspect = tuple(sorted(k for k, s in states.items() if s.state == "suspect" and not forced(s)))
     if suspect:
-        return Status("suspect", suspect, total, overrides)
+        return RolloutStatus("suspect", suspect, total, overrides)
     held = tuple(sorted(k for k, s in states.items() if s.held))
     if held:
-        return Status("held", held, total, overrides)
+        return RolloutStatus("held", held, total, overrides)
     if rel and rel.last_decision == Verdict.INSUFFICIENT_DATA:
-        return Status(Verdict.INSUFFICIENT_DATA, (), total, overrides)
-    return Status("ok", (), total, overrides)
+        return RolloutStatus(Verdict.INSUFFICIENT_DATA, (), total, overrides)
+    return RolloutStatus("ok", (), total, overrides)
 
 
 def route_for(segment: str, states: dict[str, SegmentState], config: Config,
@@ -418,7 +418,7 @@ def routes(states: dict[str, SegmentState], config: Config, previous: Any = None
     return {k: route_for(k, states, config, previous) for k in sorted(states) if k != RELEASE}
 
 
-def headline(status: Status, before: Status, config: Config,
+def headline(status: RolloutStatus, before: RolloutStatus, config: Config,
              routes: dict[str, tuple[str, str]]) -> str:
     text = _headline(status, before, config, routes)
     if status.overrides:  # never read as the gate's own view
@@ -427,7 +427,7 @@ def headline(status: Status, before: Status, config: Config,
     return text
 
 
-def _headline(status: Status, before: Status, config: Config, routes: dict[str, tuple[str, str]]) -> str:
+def _headline(status: RolloutStatus, before: RolloutStatus, config: Config, routes: dict[str, tuple[str, str]]) -> str:
     n, k = status.total, len(status.segments)
     previous = sum(routes.get(seg, ("",))[0] == PREVIOUS_EDGE for seg in status.segments)
     if status.kind in (Verdict.ROLLBACK_TO_CLOUD, Verdict.PARTIAL_ROLLBACK) and previous:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from pipeline.common.config import Rollout, Window
+from pipeline.common.config import Rollout, RolloutWindow
 
 
-def occurrence(window: Window, at: datetime) -> tuple[datetime, datetime] | None:
+def occurrence(window: RolloutWindow, at: datetime) -> tuple[datetime, datetime] | None:
     """The occurrence of `window` that `at` (naive UTC) falls in, as naive UTC (start, end), else None."""
     length = timedelta(hours=window.duration_hours)
     rule = window.rule()

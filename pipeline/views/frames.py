@@ -32,7 +32,7 @@ from pipeline.warehouse.aggregate import use_settings
 FALLBACK_DIMENSIONS = ("release", "day", "device_tier", "network_bucket")  # what fallback_rate's query keeps
 
 
-class Warehouse:
+class WarehouseFrames:
     """A warehouse file, read through polars. `config`: the gates' YAML (default: the shipped one), which
     also sets the derived fields (network buckets) the queries read."""
 

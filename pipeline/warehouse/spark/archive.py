@@ -27,7 +27,7 @@ from pipeline.common import clock, stopping
 from pipeline.common.config import Config
 from pipeline.warehouse import archive, db, handle, sqlfiles
 from pipeline.warehouse.archive import DEVICE_DAYS, EVENTS, QUARANTINE, STEM
-from pipeline.warehouse.spark.storage import Warehouse as SparkTables
+from pipeline.warehouse.spark.storage import SparkTables
 
 TABLES = {EVENTS: "events", QUARANTINE: "quarantine"}  # archive kind -> the Spark warehouse's table
 

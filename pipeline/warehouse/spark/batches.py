@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeline.warehouse import handle, sqlfiles
-from pipeline.warehouse.spark.storage import Warehouse
+from pipeline.warehouse.spark.storage import SparkTables
 
 Clear = dict[str, set[tuple[str, ...]]]
 
@@ -22,14 +22,14 @@ def commit(con: Any, batch: str, kind: str, clear: Clear, now: datetime) -> None
         "clear": json.dumps({t: sorted(list(p) for p in parts) for t, parts in clear.items()})})
 
 
-def publish(wh: handle.Warehouse, warehouse: Warehouse, batch: str, clear: Clear, now: datetime) -> int:
+def publish(wh: handle.Warehouse, warehouse: SparkTables, batch: str, clear: Clear, now: datetime) -> int:
     moved = warehouse.publish(batch, clear)
     with wh.writing() as con:
         sqlfiles.run(con, "spark/mark_published", {"batch_id": batch, "published_at": now})
     return moved
 
 
-def recover(wh: handle.Warehouse, warehouse: Warehouse, now: datetime) -> tuple[int, int]:
+def recover(wh: handle.Warehouse, warehouse: SparkTables, now: datetime) -> tuple[int, int]:
     """Publish the batches DuckDB committed but a crash left unpublished; delete staging of the others.
     Returns (rolled forward, discarded)."""
     with wh.writing() as con:

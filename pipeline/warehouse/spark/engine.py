@@ -22,7 +22,7 @@ from pipeline.warehouse.aggregate import network_params
 from pipeline.warehouse.engine import Rows
 from pipeline.warehouse.spark import dialect
 from pipeline.warehouse.spark.session import spark_problem
-from pipeline.warehouse.spark.storage import PARTITIONS, TABLES, Warehouse
+from pipeline.warehouse.spark.storage import PARTITIONS, TABLES, SparkTables
 
 
 def spark_value(value: Any) -> Any:
@@ -45,7 +45,7 @@ class SparkEngine:
     engine_name = "spark"
     db_path: Path | None = None  # the DuckDB file with the bookkeeping (files, runs, evaluations, state)
 
-    def __init__(self, session: Any, warehouse: Warehouse, config: Config):
+    def __init__(self, session: Any, warehouse: SparkTables, config: Config):
         self.spark = session
         self.warehouse = warehouse
         self.config = config
@@ -141,7 +141,7 @@ def open_engine(db_path: Path, config: Config, master: str | None = None, remote
     from pipeline.warehouse.spark.storage import default_root
 
     settings = config.engine.spark
-    store = Warehouse(warehouse or settings.warehouse or default_root(db_path))  # a bad location fails before Spark
+    store = SparkTables(warehouse or settings.warehouse or default_root(db_path))  # a bad location fails before Spark
     session = get_session(SessionSpec.of(settings, master, remote))
     engine = SparkEngine(session, store, config)
     engine.db_path = db_path

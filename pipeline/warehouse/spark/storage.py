@@ -62,7 +62,7 @@ class Staged:
     path: str  # for Spark (a URI)
 
 
-class Warehouse:
+class SparkTables:
     """The Parquet root: paths for Spark (URIs) and file operations for publish (pyarrow.fs: local, HDFS, S3,
     GCS; Spark's s3a:// is S3 to pyarrow)."""
 
