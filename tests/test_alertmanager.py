@@ -16,7 +16,7 @@ from conftest import free_port, program, run_cli, wait_until
 
 from pipeline.common.config import DEFAULT_CONFIG
 from pipeline.planning.simulate import Population, generate
-from pipeline.rollout import state as rollout
+from pipeline.rollout import state as rollout_state
 from pipeline.warehouse import db
 
 D0 = datetime(2026, 11, 20)
@@ -69,11 +69,11 @@ def _expected(path: Path) -> set[tuple]:
     out = set()
     with db.reading(path) as con:
         for release in ("9.1", "9.2"):
-            for key, st in rollout.stored_states(con, release).items():
-                if key == rollout.RELEASE and st.state in rollout.ROLLED:
+            for key, st in rollout_state.stored_states(con, release).items():
+                if key == rollout_state.RELEASE and st.state in rollout_state.ROLLED:
                     out.add(("EdgeReleaseRolledBack", release, None))
-                elif key != rollout.RELEASE and st.state in (*rollout.ROLLED, "suspect"):
-                    name = "EdgeSegmentRolledBack" if st.state in rollout.ROLLED else "EdgeSegmentSuspect"
+                elif key != rollout_state.RELEASE and st.state in (*rollout_state.ROLLED, "suspect"):
+                    name = "EdgeSegmentRolledBack" if st.state in rollout_state.ROLLED else "EdgeSegmentSuspect"
                     out.add((name, release, key))
     return out
 

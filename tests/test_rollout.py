@@ -24,7 +24,7 @@ from pipeline.delivery.alerts import on_change
 from pipeline.gate.evaluate import evaluate_gate
 from pipeline.planning.simulate import generate
 from pipeline.rollout import pending
-from pipeline.rollout import state as rollout
+from pipeline.rollout import state as rollout_state
 from pipeline.rollout.history import evaluation_row, record_evaluation
 from pipeline.rollout.routing import routing_table
 from pipeline.warehouse import db
@@ -48,17 +48,17 @@ def with_policy(config, **policy):
 D0 = date(2026, 11, 1)
 
 
-def looks(pattern: str) -> list[rollout.Look]:
+def looks(pattern: str) -> list[rollout_state.Look]:
     """'F.P': fail on day 0, insufficient on day 1, pass on day 2."""
     kinds = {"F": ("fail", "rollback_to_cloud"), "P": ("pass", "keep_edge"), ".": ("insufficient", "insufficient_data")}
-    return [rollout.Look(D0 + timedelta(days=i), *kinds[c], ("peak_memory",) if c == "F" else ())
+    return [rollout_state.Look(D0 + timedelta(days=i), *kinds[c], ("peak_memory",) if c == "F" else ())
             for i, c in enumerate(pattern)]
 
 
 def states_along(pattern: str, policy: Rollout) -> list[str]:
-    s, out = rollout.SegmentState("rewrite/low/normal"), []
+    s, out = rollout_state.SegmentState("rewrite/low/normal"), []
     for look in looks(pattern):
-        s = rollout.advance(s, look, policy)
+        s = rollout_state.advance(s, look, policy)
         out.append(s.state)
     return out
 
@@ -123,7 +123,7 @@ def gate_once(path: Path):
 
 
 def _state(state: str, gates: tuple[str, ...] = ("peak_memory",), decision: str = "rollback_to_cloud"):
-    return rollout.SegmentState("rewrite/low/normal", state, D0, D0, decision, D0, 0, "F", gates, "why")
+    return rollout_state.SegmentState("rewrite/low/normal", state, D0, D0, decision, D0, 0, "F", gates, "why")
 
 
 @pytest.mark.parametrize("state, gates, decision, route", [
@@ -135,13 +135,16 @@ def _state(state: str, gates: tuple[str, ...] = ("peak_memory",), decision: str 
     ("recovering", ("peak_memory",), "keep_edge", "cloud"),
 ])
 def test_routing_under_each_state(state, gates, decision, route):
-    other = rollout.SegmentState("rewrite/mid/normal", "ok", None, D0, "keep_edge")
+    other = rollout_state.SegmentState("rewrite/mid/normal", "ok", None, D0, "keep_edge")
     states = {"rewrite/low/normal": _state(state, gates, decision), "rewrite/mid/normal": other,
-              rollout.RELEASE: rollout.SegmentState(rollout.RELEASE, "ok", None, D0, "partial_rollback")}
-    assert rollout.route_for("rewrite/low/normal", states, CONFIG)[0] == route
-    assert rollout.route_for("rewrite/mid/normal", states, CONFIG)[0] == "edge"
-    states[rollout.RELEASE] = dataclasses.replace(_state("rolled_back", ("quality_loss",)), segment=rollout.RELEASE)
-    assert {rollout.route_for(k, states, CONFIG)[0] for k in ("rewrite/low/normal", "rewrite/mid/normal")} == {"cloud"}
+              rollout_state.RELEASE: rollout_state.SegmentState(rollout_state.RELEASE, "ok", None, D0,
+                                                                "partial_rollback")}
+    assert rollout_state.route_for("rewrite/low/normal", states, CONFIG)[0] == route
+    assert rollout_state.route_for("rewrite/mid/normal", states, CONFIG)[0] == "edge"
+    states[rollout_state.RELEASE] = dataclasses.replace(_state("rolled_back", ("quality_loss",)),
+                                                        segment=rollout_state.RELEASE)
+    assert {rollout_state.route_for(k, states, CONFIG)[0]
+            for k in ("rewrite/low/normal", "rewrite/mid/normal")} == {"cloud"}
 
 
 # ------------------------------------------------------------------ over nights, through the real evaluate path

@@ -142,14 +142,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def _rollout_of(args: argparse.Namespace, config: Any, segment: str) -> dict[str, Any] | None:
     """The segment's stored rollout state now, with the people's override beside the gate's own view."""
     from pipeline.common import clock
-    from pipeline.rollout import state as rollout
+    from pipeline.rollout import state as rollout_state
     from pipeline.rollout.actions import recorded
     from pipeline.warehouse import db
 
     with db.reading(_db(args)) as con:
-        states = rollout.current(con, args.release, config, clock.now(_as_of(args)),
+        states = rollout_state.current(con, args.release, config, clock.now(_as_of(args)),
                                  recorded(con, args.release, _db(args)))
-    return rollout.standing(segment, states, config) if segment in states else None
+    return rollout_state.standing(segment, states, config) if segment in states else None
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
@@ -223,7 +223,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_state(args: argparse.Namespace) -> int:
     from pipeline.common import clock
-    from pipeline.rollout import state as rollout
+    from pipeline.rollout import state as rollout_state
     from pipeline.rollout.actions import recorded
     from pipeline.rollout.previous import find
     from pipeline.warehouse import db
@@ -231,8 +231,8 @@ def cmd_state(args: argparse.Namespace) -> int:
     config = _config(args)
     with db.reading(_db(args)) as con:
         acts = recorded(con, args.release, _db(args))
-        states = rollout.current(con, args.release, config, clock.now(_as_of(args)), acts)
-        view = rollout.StateView(args.release, states, config, find(con, args.release, config),
+        states = rollout_state.current(con, args.release, config, clock.now(_as_of(args)), acts)
+        view = rollout_state.StateView(args.release, states, config, find(con, args.release, config),
                                  db.served_dict(_db(args)), acts)
     if args.json:
         _emit_json(view.to_dict())

@@ -33,8 +33,8 @@ HELP = {
 def cmd_rollout(args: argparse.Namespace) -> int:
     from pipeline.common import clock
     from pipeline.delivery.alerts import on_change
-    from pipeline.rollout import actions as people
-    from pipeline.rollout import state as rollout
+    from pipeline.rollout import actions
+    from pipeline.rollout import state as rollout_state
     from pipeline.rollout.history import record_action
     from pipeline.warehouse import db
     from pipeline.warehouse.handle import Warehouse
@@ -49,25 +49,25 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         raise UsageError("promote needs --until TIME: an accepted failure must expire")
     if until is not None and until <= now:
         raise UsageError(f"--until {args.until} is not after now ({now:%Y-%m-%d %H:%M} UTC)")
-    segment = args.segment or people.WHOLE
+    segment = args.segment or actions.WHOLE
     path = _db(args)
     with db.reading(path) as con:
-        acts = people.recorded(con, args.release, path)
-        states = rollout.current(con, args.release, config, now, acts)
+        acts = actions.recorded(con, args.release, path)
+        states = rollout_state.current(con, args.release, config, now, acts)
     if not states:
         raise UsageError(f"release {args.release!r} has no stored evaluation; judge it first: pipeline gate "
                          f"--release {args.release}")
-    if segment != people.WHOLE and segment not in states:
-        known = ", ".join(k for k in sorted(states) if k != rollout.RELEASE)
+    if segment != actions.WHOLE and segment not in states:
+        known = ", ".join(k for k in sorted(states) if k != rollout_state.RELEASE)
         raise UsageError(f"--segment {segment!r}: release {args.release} has no such segment; segments: {known}")
     _check_gates(args.gate)
-    scope = [k for k in states if k == segment or segment == people.WHOLE]
-    routes = rollout.routes(states, config)
+    scope = [k for k in states if k == segment or segment == actions.WHOLE]
+    routes = rollout_state.routes(states, config)
     previous = {k: {"state": states[k].state, "route": routes.get(k, ("", ""))[0] or None,
                     "override": states[k].override["action"] if states[k].override else None} for k in sorted(scope)}
     accepted = tuple(args.gate) if args.gate else tuple(sorted({g for k in scope for g in states[k].failed_gates}))
-    action = people.Action(people.action_id(args.release, segment, args.action, reason, until), args.release,
-                           segment, args.action, reason, args.actor or people.default_actor(), now, until,
+    action = actions.Action(actions.action_id(args.release, segment, args.action, reason, until), args.release,
+                           segment, args.action, reason, args.actor or actions.default_actor(), now, until,
                            accepted if args.action == "promote" else (), previous)
     known = {a.action_id: a for a in acts}
     if action.action_id in known:
@@ -80,7 +80,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             print(f"pipeline rollout: warning: {warning}", file=sys.stderr)
         if outcome == "pending":  # as readers see it now: the stored states and the waiting actions
             with db.reading(path) as con:
-                after = rollout.current(con, args.release, config, now, people.recorded(con, args.release, path))
+                after = rollout_state.current(con, args.release, config, now, actions.recorded(con, args.release, path))
     _show(args, action, outcome, after, scope, config)
     if outcome == "stored" and not args.no_alerts:
         from pipeline.cli.gate import _deliver_alerts
@@ -102,22 +102,22 @@ def _check_gates(gates: list[str]) -> None:
 def _show(args: argparse.Namespace, action: Any, outcome: str, states: dict[str, Any], scope: list[str],
           config: Any) -> None:
     from pipeline.common.output_schema import SCHEMA_VERSION
-    from pipeline.rollout import state as rollout
+    from pipeline.rollout import state as rollout_state
 
-    rows = {k: rollout.standing(k, states, config) for k in sorted(scope) if k in states}
+    rows = {k: rollout_state.standing(k, states, config) for k in sorted(scope) if k in states}
     if args.json:
         _emit_json({"schema_version": SCHEMA_VERSION, "outcome": outcome, "action": action.to_dict(),
-                    "status": rollout.status(states).kind, "segments": rows})
+                    "status": rollout_state.status(states).kind, "segments": rows})
         return
     said = {"stored": "stored", "already": "already on record (the same action, reason and expiry): nothing new",
             "pending": "waits in the pending file for the writer that holds the warehouse; in force for readers now"}
     where = "the whole release" if action.segment == "*" else action.segment
     print(f"release {action.release}, {where}: {action.describe()} ({said[outcome]}; id {action.action_id})")
     for k, r in rows.items():
-        if k == rollout.RELEASE:
+        if k == rollout_state.RELEASE:
             continue
         print(f"  {k}: {r['route']} ({r['state']}) - {r['route_reason']}")
-    print(f"rollout of release {action.release} now: {rollout.describe(states, config)}")
+    print(f"rollout of release {action.release} now: {rollout_state.describe(states, config)}")
 
 
 def _write_routing(args: argparse.Namespace, config: Any, states: dict[str, Any]) -> None:

@@ -30,7 +30,7 @@ from pipeline.delivery.sinks import (
     post_json,
     report_link,
 )
-from pipeline.rollout import state as rollout
+from pipeline.rollout import state as rollout_state
 from pipeline.rollout.actions import recorded
 from pipeline.rollout.previous import find
 from pipeline.warehouse import sqlfiles
@@ -65,18 +65,18 @@ def firing(con: Any, config: Config, sink: Sink, now: datetime) -> list[dict[str
     ends = iso(now + timedelta(hours=sink.ends_after_hours))
     out = []
     for (release,) in sqlfiles.run(con, "rollout/state_releases").fetchall():
-        states = rollout.current(con, release, config, now, recorded(con, release))
-        routes = rollout.routes(states, config, find(con, release, config))
+        states = rollout_state.current(con, release, config, now, recorded(con, release))
+        routes = rollout_state.routes(states, config, find(con, release, config))
         link = report_link(sink, release)
         for key, st in sorted(states.items()):
-            if key == rollout.RELEASE:
-                if not rollout.routed_off(st):
+            if key == rollout_state.RELEASE:
+                if not rollout_state.routed_off(st):
                     continue
                 labels = {"alertname": ALERT_RELEASE, "release": release, "severity": "critical", "route": "cloud"}
                 summary = f"Release {release}: rolled back to the cloud as a whole ({st.state})"
-            elif rollout.routed_off(st) or st.state == "suspect":
+            elif rollout_state.routed_off(st) or st.state == "suspect":
                 task, tier, bucket = key.split("/")
-                critical = rollout.routed_off(st)
+                critical = rollout_state.routed_off(st)
                 labels = {"alertname": ALERT_SEGMENT if critical else ALERT_SUSPECT, "release": release,
                           "task": task, "tier": tier, "bucket": bucket, "severity": "critical" if critical else
                           "warning", "route": str(routes[key][0])}
@@ -90,7 +90,7 @@ def firing(con: Any, config: Config, sink: Sink, now: datetime) -> list[dict[str
                 "labels": labels, "startsAt": iso(datetime.combine(st.since, datetime.min.time())) if st.since
                 else iso(now), "endsAt": ends,
                 "annotations": {"summary": summary, "description": f"{st.reason}; failed gates: {gates}",
-                                "explain": explain_command(release, None if key == rollout.RELEASE else key)}}
+                                "explain": explain_command(release, None if key == rollout_state.RELEASE else key)}}
             if st.override:  # a person's action, never to be read as the gate's own view
                 labels["override"] = st.override["action"]
                 alert["annotations"]["override"] = f"{st.override['text']} (the gate's own state: {st.state})"

@@ -41,7 +41,7 @@ from pipeline.common.registry import label
 from pipeline.common.vocabulary import PREVIOUS_EDGE, Status
 from pipeline.delivery import alertmanager
 from pipeline.delivery.sinks import DeliveryDeadline, PermanentError, send
-from pipeline.rollout import state as rollout
+from pipeline.rollout import state as rollout_state
 from pipeline.views.render import fmt_value
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
@@ -49,19 +49,19 @@ from pipeline.warehouse.handle import Warehouse
 MAX_SEGMENT_LINES = 20
 
 
-def _incident(release: str, status: rollout.RolloutStatus) -> str:
+def _incident(release: str, status: rollout_state.RolloutStatus) -> str:
     overrides = f"|{','.join(status.overrides)}" if status.overrides else ""
     return hashlib.sha256(f"{release}|{status.kind}|{','.join(status.segments)}{overrides}".encode()).hexdigest()[:16]
 
 
-def build_alert(release: str, before: rollout.RolloutStatus, after: rollout.RolloutStatus, states: dict[str, Any],
-                result: dict[str, Any], config: Config, number: int, repeat: bool = False,
+def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollout_state.RolloutStatus,
+                states: dict[str, Any], result: dict[str, Any], config: Config, number: int, repeat: bool = False,
                 previous: Any = None) -> dict[str, Any]:
     """The alert for the move `before` -> `after` (or a repeat of `after`); `result` is the stored
     evaluation (GateResult.to_dict()) whose figures the lines quote; `number` counts earlier alerts;
     `previous`: routing.previous_edge's fallback model (rollout/previous.py)."""
-    routes = rollout.routes(states, config, previous)
-    title = f"Release {release}: {rollout.headline(after, before, config, routes)}"
+    routes = rollout_state.routes(states, config, previous)
+    title = f"Release {release}: {rollout_state.headline(after, before, config, routes)}"
     counts: dict[str, int] = {}
     for route, _ in routes.values():
         counts[route] = counts.get(route, 0) + 1
@@ -75,7 +75,8 @@ def build_alert(release: str, before: rollout.RolloutStatus, after: rollout.Roll
                          f"{fmt_value(c['threshold'])}")
     metrics = {f"{s['task']}/{s['device_tier']}/{s['network_bucket']}": s for s in result["segments"]}
     failing = []
-    about = [k for k, st in sorted(states.items()) if k != rollout.RELEASE and st.state in (*rollout.ROLLED, "suspect")]
+    about = [k for k, st in sorted(states.items())
+             if k != rollout_state.RELEASE and st.state in (*rollout_state.ROLLED, "suspect")]
     for key in about:
         st, seg = states[key], metrics.get(key)
         gates = [{"gate": g, "measured": seg["metrics"][g]["measured"] if seg else None,
@@ -114,7 +115,7 @@ def build_alert(release: str, before: rollout.RolloutStatus, after: rollout.Roll
     return alert
 
 
-def alert_for_change(con: Any, release: str, before: rollout.RolloutStatus, after: rollout.RolloutStatus,
+def alert_for_change(con: Any, release: str, before: rollout_state.RolloutStatus, after: rollout_state.RolloutStatus,
                      states: dict[str, Any], result: dict[str, Any], config: Config,
                      now: datetime) -> dict[str, Any] | None:
     """The alert the move from `before` to `after` raises at `now`, if any."""
@@ -141,11 +142,11 @@ def sinks(config: Config) -> dict[str, Sink]:
     return {s.label: s for s in effective_sinks(config.alerts) if s.kind != "alertmanager"}
 
 
-def on_change(con: Any, release: str, before: rollout.RolloutStatus, states: dict[str, Any], result: dict[str, Any],
-              config: Config, now: datetime) -> None:
+def on_change(con: Any, release: str, before: rollout_state.RolloutStatus, states: dict[str, Any],
+              result: dict[str, Any], config: Config, now: datetime) -> None:
     """What recording an evaluation raises (rollout.history.record_evaluation's on_change): the alert of the
     move from `before` to the states now stored, into the outbox in the recording's transaction."""
-    alert = alert_for_change(con, release, before, rollout.status(states), states, result, config, now)
+    alert = alert_for_change(con, release, before, rollout_state.status(states), states, result, config, now)
     if alert:
         enqueue(con, alert, config, now)
 

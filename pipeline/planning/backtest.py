@@ -38,7 +38,7 @@ from pipeline.common.registry import CLOUD_COMPARISONS, GateName
 from pipeline.common.vocabulary import Status
 from pipeline.gate import stats
 from pipeline.gate.evaluate import GateResult, evaluate_gate, require_release
-from pipeline.rollout import state as rollout
+from pipeline.rollout import state as rollout_state
 from pipeline.warehouse import db, sqlfiles
 from pipeline.warehouse.aggregate import budget_params, refresh_on, use_settings
 
@@ -234,13 +234,13 @@ class NightLook:
 
 def replay_nights(con: Any, release: str, config: Config, first_night: datetime, nights: int) -> list[NightLook]:
     """Judge `release` in `con` as of first_night, +1 day, ... and advance the rollout states."""
-    states: dict[str, rollout.SegmentState] = {}
+    states: dict[str, rollout_state.SegmentState] = {}
     out = []
     for k in range(nights):
         result = evaluate_gate(con, release, config, as_of=first_night + timedelta(days=k))
-        for key, look in rollout.looks_of(result.to_dict()).items():
-            states[key] = rollout.advance(states.get(key, rollout.SegmentState(key)), look, config.rollout)
-        rolled = {k: s for k, s in states.items() if s.state in rollout.ROLLED}
+        for key, look in rollout_state.looks_of(result.to_dict()).items():
+            states[key] = rollout_state.advance(states.get(key, rollout_state.SegmentState(key)), look, config.rollout)
+        rolled = {k: s for k, s in states.items() if s.state in rollout_state.ROLLED}
         out.append(NightLook(k + 1, result, {g for s in rolled.values() for g in s.failed_gates}, bool(rolled)))
     return out
 

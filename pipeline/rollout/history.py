@@ -29,9 +29,8 @@ from pipeline import __version__
 from pipeline.common.config import Config
 from pipeline.common.errors import DatabaseBusy
 from pipeline.common.vocabulary import Verdict
-from pipeline.rollout import actions as people
-from pipeline.rollout import pending
-from pipeline.rollout import state as rollout
+from pipeline.rollout import actions, pending
+from pipeline.rollout import state as rollout_state
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
@@ -61,7 +60,7 @@ def evaluation_row(result: Any, trigger: str) -> dict[str, Any]:
 class Recorded:
     stored: bool  # False: it waits in the pending file for the next writer
     warnings: list[str] = field(default_factory=list)
-    states: dict[str, rollout.SegmentState] = field(default_factory=dict)  # of the release, after storing
+    states: dict[str, rollout_state.SegmentState] = field(default_factory=dict)  # of the release, after storing
 
     def __bool__(self) -> bool:
         return self.stored
@@ -69,14 +68,14 @@ class Recorded:
 
 # what recording a move of the rollout states raises, in the same transaction: delivery.alerts.on_change
 # (passed in by the caller: delivery sits above rollout in the flow)
-OnChange = Callable[[Any, str, "rollout.RolloutStatus", dict[str, Any], dict[str, Any], Config, datetime], None]
+OnChange = Callable[[Any, str, "rollout_state.RolloutStatus", dict[str, Any], dict[str, Any], Config, datetime], None]
 
 
 def _store(con: Any, row: dict[str, Any], config: Config,
-           on_change: OnChange) -> dict[str, rollout.SegmentState] | None:
+           on_change: OnChange) -> dict[str, rollout_state.SegmentState] | None:
     """One evaluation, its looks and its alert; None when it was stored already."""
     if "action_id" in row:
-        return _store_action(con, people.Action.of(row), config, on_change)
+        return _store_action(con, actions.Action.of(row), config, on_change)
     evaluated_at = datetime.fromisoformat(row["evaluated_at"])
     inserted = sqlfiles.run(con, "gate/insert_evaluation", {
         **{k: v for k, v in row.items() if k in sqlfiles.param_names(sqlfiles.sql_file("gate/insert_evaluation"))},
@@ -85,26 +84,26 @@ def _store(con: Any, row: dict[str, Any], config: Config,
         return None
     result = json.loads(row["result"])
     release = row["release"]
-    acts = people.recorded(con, release)
-    before = rollout.status(rollout.current(con, release, config, evaluated_at, acts))
-    states = rollout.apply(con, row, result, config, evaluated_at, acts)
+    acts = actions.recorded(con, release)
+    before = rollout_state.status(rollout_state.current(con, release, config, evaluated_at, acts))
+    states = rollout_state.apply(con, row, result, config, evaluated_at, acts)
     on_change(con, release, before, states, result, config, evaluated_at)
     return states
 
 
-def _store_action(con: Any, action: people.Action, config: Config,
-                  on_change: OnChange) -> dict[str, rollout.SegmentState] | None:
+def _store_action(con: Any, action: actions.Action, config: Config,
+                  on_change: OnChange) -> dict[str, rollout_state.SegmentState] | None:
     """One action, the states it shapes and its alert; None when it was stored already."""
     release, at = action.release, action.taken_at
-    acts = people.recorded(con, release)
-    before = rollout.status(rollout.current(con, release, config, at, acts))
+    acts = actions.recorded(con, release)
+    before = rollout_state.status(rollout_state.current(con, release, config, at, acts))
     inserted = sqlfiles.run(con, "rollout/insert_action", {
         **action.row(), "taken_at": at, "until": action.until, "previous": json.dumps(action.previous),
         "stored_at": db.utcnow()}).fetchone()
     if inserted is None:
         return None
-    states = rollout.current(con, release, config, at, [*acts, action])
-    rollout.store(con, release, states, at)
+    states = rollout_state.current(con, release, config, at, [*acts, action])
+    rollout_state.store(con, release, states, at)
     last = sqlfiles.run(con, "rollout/last_result", {"release": release}).fetchone()
     stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     result = json.loads(last[0]) if last else {"as_of": stamp, "evaluated_at": stamp, "verdict": "not evaluated",
@@ -116,11 +115,11 @@ def _store_action(con: Any, action: people.Action, config: Config,
 @dataclass
 class ActionRecorded:
     outcome: str  # stored | already (the same action was stored before) | pending (waits for the writer)
-    states: dict[str, rollout.SegmentState] = field(default_factory=dict)
+    states: dict[str, rollout_state.SegmentState] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
 
-def record_action(warehouse: Warehouse | Path, action: people.Action, config: Config, *,
+def record_action(warehouse: Warehouse | Path, action: actions.Action, config: Config, *,
                   on_change: OnChange) -> ActionRecorded:
     """Store `action` with the actions and evaluations waiting in the pending files, in time order, never
     waiting for another writer's run: busy, it waits in `<db>.pending-actions.jsonl`."""
@@ -135,7 +134,7 @@ def record_action(warehouse: Warehouse | Path, action: people.Action, config: Co
 
 
 def _fold(con: Any, db_path: Path, config: Config, on_change: OnChange,
-          row: dict[str, Any]) -> tuple[dict[str, rollout.SegmentState] | None, list[str]]:
+          row: dict[str, Any]) -> tuple[dict[str, rollout_state.SegmentState] | None, list[str]]:
     """`row` (an evaluation or an action) stored after the waiting ones of both files, in time order, in one
     transaction; returns its release's states after it (None when it was stored before) and the warnings
     about lines of the pending files set aside."""
@@ -174,7 +173,7 @@ def record_evaluation(warehouse: Warehouse | Path, result: Any, config: Config, 
 
 
 def history(con: Any, release: str, limit: int = 20,
-            acts: list[people.Action] | None = None) -> tuple[list[str], list[tuple]]:
+            acts: list[actions.Action] | None = None) -> tuple[list[str], list[tuple]]:
     """The newest `limit` evaluations; times are UTC and say so. Each row's last column, `overrides`, names
     the people's actions in force when it was made (`acts`): its verdict is the gate's own, beside them."""
     acts = acts or []
@@ -183,13 +182,14 @@ def history(con: Any, release: str, limit: int = 20,
     when = columns.index("evaluated_at")
     rows = []
     for r in cur.fetchall():
-        live = [a for a in acts if a.action != "resume" and people.in_force(acts, (a.action,), a.segment, r[when]) is a]
+        live = [a for a in acts
+                if a.action != "resume" and actions.in_force(acts, (a.action,), a.segment, r[when]) is a]
         rows.append((*(v.replace(tzinfo=UTC) if isinstance(v, datetime) else v for v in r),
                      "; ".join(f"{a.action} {a.segment}: {a.describe()}" for a in live) or None))
     return columns, rows
 
 
-def action_rows(acts: list[people.Action]) -> tuple[list[str], list[tuple]]:
+def action_rows(acts: list[actions.Action]) -> tuple[list[str], list[tuple]]:
     """The actions, newest first, as `pipeline history` lists them under the evaluations."""
     columns = ["taken_at", "action", "segment", "actor", "reason", "until", "previous", "action_id"]
     return columns, [(a.taken_at.replace(tzinfo=UTC), a.action, a.segment, a.actor, a.reason,

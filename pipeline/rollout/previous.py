@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.common.config import Config
 from pipeline.common.vocabulary import Verdict
-from pipeline.rollout import state as rollout
+from pipeline.rollout import state as rollout_state
 from pipeline.warehouse import sqlfiles
 
 
@@ -43,9 +43,9 @@ def find(con: Any, release: str, config: Config) -> PreviousEdge | None:
     if not older:
         return None
     previous = max(older, key=version_key)
-    states = rollout.stored_states(con, previous)
-    passing = frozenset() if rollout.release_rolled_back(states) else frozenset(
+    states = rollout_state.stored_states(con, previous)
+    passing = frozenset() if rollout_state.release_rolled_back(states) else frozenset(
         k for k, s in states.items()
-        if k != rollout.RELEASE and s.state == "ok" and s.last_decision == Verdict.KEEP_EDGE)
+        if k != rollout_state.RELEASE and s.state == "ok" and s.last_decision == Verdict.KEEP_EDGE)
     model = sqlfiles.run(con, "rollout/edge_model", {"release": previous}).fetchall()
     return PreviousEdge(previous, model[0][0] if model else None, passing)

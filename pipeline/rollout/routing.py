@@ -26,33 +26,33 @@ from typing import Any
 from pipeline.common.config import Config
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.vocabulary import PREVIOUS_EDGE, Route
-from pipeline.rollout import state as rollout
+from pipeline.rollout import state as rollout_state
 
 ROUTING_TABLE_VERSION = SCHEMA_VERSION  # `version`, the field the app reads, predates schema_version
 
 
 def routing_table(result: Any, config: Config, states: dict[str, Any] | None = None,
                   previous: Any = None) -> dict[str, Any]:
-    """`states`: the rollout states after this evaluation (rollout.preview / apply); without them the
+    """`states`: the rollout states after this evaluation (rollout_state.preview / apply); without them the
     release is treated as judged for the first time. `previous`: routing.previous_edge's fallback
     (rollout/previous.py find()); a segment routed to it names its model_id."""
-    states = states if states is not None else rollout.fresh(result.to_dict(), config)
+    states = states if states is not None else rollout_state.fresh(result.to_dict(), config)
     routes = []
     for s in result.segments:
-        route, why = rollout.route_for(s.key, states, config, previous)
+        route, why = rollout_state.route_for(s.key, states, config, previous)
         entry = {"task": s.task, "device_tier": s.device_tier, "network_bucket": s.network_bucket,
                  "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why}
         if route == PREVIOUS_EDGE:
             entry["model_id"], entry["previous_release"] = previous.model_id, previous.release
         override = states[s.key].override if s.key in states else None
-        if rollout.forced(states.get(s.key)):  # a person's action sets this route, not the gate
+        if rollout_state.forced(states.get(s.key)):  # a person's action sets this route, not the gate
             entry["override"] = {k: override[k] for k in ("action", "actor", "reason", "taken_at", "until",
                                                           "action_id")}
         if s.key in result.cells:
             entry["cells"] = cell_routes(route, states.get(s.key), result.cells[s.key], states, config)
         routes.append(entry)
     return {"schema_version": SCHEMA_VERSION, "version": ROUTING_TABLE_VERSION, "release": result.release,
-            "verdict": result.verdict, "rollout": rollout.status(states).kind,
+            "verdict": result.verdict, "rollout": rollout_state.status(states).kind,
             "derived_at": result.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "config_digest": result.config_digest,
             "default_route": "cloud", "routes": routes}
 
@@ -63,7 +63,7 @@ def cell_routes(route: str, state: Any, verdicts: list[Any], states: dict[str, A
     from pipeline.gate.cells import FAIL, PASS
     from pipeline.gate.drill import READS
 
-    whole = rollout.release_rolled_back(states)
+    whole = rollout_state.release_rolled_back(states)
     failed = set(state.failed_gates) if state is not None else set()
     out = []
     for v in verdicts:

@@ -48,8 +48,7 @@ from typing import Any
 from pipeline.common.config import Config, Rollout
 from pipeline.common.vocabulary import PREVIOUS_EDGE, Route, Verdict
 from pipeline.common.vocabulary import Status as CheckStatus
-from pipeline.rollout import actions as people
-from pipeline.rollout import windows
+from pipeline.rollout import actions, windows
 from pipeline.warehouse import sqlfiles
 
 STATES = ("ok", "suspect", "rolled_back", "recovering")
@@ -164,13 +163,13 @@ def fresh(result: dict[str, Any], config: Config) -> dict[str, SegmentState]:
 Holds = Callable[[str, Look], "str | None"]
 
 
-def holding(acts: list[people.Action], policy: Rollout) -> Holds:
+def holding(acts: list[actions.Action], policy: Rollout) -> Holds:
     """What holds a segment's moves toward the edge at a look: its failing hold gates, a pause, a window."""
     window_at: dict[datetime, str | None] = {}  # every segment's look of an evaluation shares its time
 
     def hold(segment: str, look: Look) -> str | None:
         parts = [f"hold gate failed: {', '.join(look.held_gates)}"] if look.held_gates else []
-        pause = people.in_force(acts, ("pause",), segment, look.at)
+        pause = actions.in_force(acts, ("pause",), segment, look.at)
         if pause:
             parts.append(pause.describe())
         if look.at not in window_at:
@@ -189,25 +188,25 @@ def replay(segment: str, looks: list[Look], policy: Rollout, holds: Holds | None
     return state
 
 
-def with_overrides(states: dict[str, SegmentState], acts: list[people.Action], looks: dict[str, list[Look]],
+def with_overrides(states: dict[str, SegmentState], acts: list[actions.Action], looks: dict[str, list[Look]],
                    policy: Rollout, now: datetime) -> dict[str, SegmentState]:
     """Each state with the forced rollback or promote in force at `now` as its override."""
     out = {}
     for key, s in states.items():
-        forced = people.in_force(acts, people.FORCING, key, now)
-        if forced and forced.action == "promote" and people.first_breach(forced, looks.get(key, []), now):
+        forced = actions.in_force(acts, actions.FORCING, key, now)
+        if forced and forced.action == "promote" and actions.first_breach(forced, looks.get(key, []), now):
             forced = None  # a gate it did not accept failed since: the gate's own view is back
         override = None
         if forced:
             override = {**forced.to_dict(), "text": forced.describe(), "waiting": None}
             if forced.action == "promote":
-                pause = people.in_force(acts, ("pause",), key, now)
+                pause = actions.in_force(acts, ("pause",), key, now)
                 override["waiting"] = pause.describe() if pause else windows.hold(policy, now)
         out[key] = dataclasses.replace(s, override=override)
     return out
 
 
-def current(con: Any, release: str, config: Config, now: datetime, acts: list[people.Action],
+def current(con: Any, release: str, config: Config, now: datetime, acts: list[actions.Action],
             result: dict[str, Any] | None = None) -> dict[str, SegmentState]:
     """Every segment's state at `now`: the stored looks (and `result`'s, not stored yet; the newer evaluation
     of a day wins) replayed with the actions `acts` and the windows, with the override in force."""
@@ -219,7 +218,7 @@ def current(con: Any, release: str, config: Config, now: datetime, acts: list[pe
     states = {segment: replay(segment, list(days.values()), config.rollout, holds)
               for segment, days in by_segment.items()}
     for a in acts:  # a segment an action names before any evaluation of it
-        if a.segment != people.WHOLE:
+        if a.segment != actions.WHOLE:
             states.setdefault(a.segment, SegmentState(a.segment))
     looks = {segment: list(days.values()) for segment, days in by_segment.items()}
     return with_overrides(states, acts, looks, config.rollout, now)
@@ -251,7 +250,7 @@ def looks_of(result: dict[str, Any]) -> dict[str, Look]:
 
 def _stored_looks(con: Any, release: str) -> dict[str, dict[date, Look]]:
     by_segment: dict[str, dict[date, Look]] = {}
-    looks = "rollout/looks" if people.schema_current(con) else "rollout/looks_before_actions"
+    looks = "rollout/looks" if actions.schema_current(con) else "rollout/looks_before_actions"
     for segment, day, outcome, decision, gates, held, at in sqlfiles.run(con, looks, {"release": release}).fetchall():
         by_segment.setdefault(segment, {})[day] = Look(day, outcome, decision, tuple(gates), tuple(held or ()), at)
     return by_segment
@@ -267,7 +266,7 @@ def stored_states(con: Any, release: str) -> dict[str, SegmentState]:
     return states
 
 
-def preview(con: Any, result: dict[str, Any], config: Config, acts: list[people.Action]) -> dict[str, SegmentState]:
+def preview(con: Any, result: dict[str, Any], config: Config, acts: list[actions.Action]) -> dict[str, SegmentState]:
     """The states the stored looks plus this evaluation's give (nothing is written)."""
     return current(con, result["release"], config, _evaluated_at(result), acts, result)
 
@@ -277,7 +276,7 @@ def _evaluated_at(result: dict[str, Any]) -> datetime:
 
 
 def apply(con: Any, row: dict[str, Any], result: dict[str, Any], config: Config, now: datetime,
-          acts: list[people.Action]) -> dict[str, SegmentState]:
+          acts: list[actions.Action]) -> dict[str, SegmentState]:
     """Record the looks of one stored evaluation and replay the states of its segments (in the caller's
     transaction); returns every state of the release."""
     release = result["release"]

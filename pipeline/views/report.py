@@ -477,12 +477,12 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
 
 def _rollout_data(con: duckdb.DuckDBPyConnection, result: GateResult, config: Config) -> dict[str, Any]:
     """The rollout at the evaluation's time: its headline (overrides named), and people's actions in words."""
-    from pipeline.rollout import state as rollout
+    from pipeline.rollout import state as rollout_state
     from pipeline.rollout.actions import recorded
 
     acts = recorded(con, result.release)
-    states = rollout.current(con, result.release, config, result.evaluated_at, acts)
-    return {"headline": rollout.describe(states, config) if states else "no stored evaluation yet",
+    states = rollout_state.current(con, result.release, config, result.evaluated_at, acts)
+    return {"headline": rollout_state.describe(states, config) if states else "no stored evaluation yet",
             "overrides": [f"{k}: {s.override['text']}" + (f" (waits: {s.override['waiting']})"
                                                           if s.override["waiting"] else "")
                           + f"; the gate's own state: {s.state}" for k, s in sorted(states.items()) if s.override],
