@@ -105,3 +105,58 @@ def test_exit_codes_are_defined_once_and_the_readme_lists_them_word_for_word():
     found = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "pipeline").rglob("*.py"))
              if p.name != "exit_codes.py" and defining.search(p.read_text())]
     assert found == []
+
+
+def test_every_module_is_on_the_map_and_every_command_in_commands_md():
+    """docs/layout.md names every module of every package (by its name, in its package's lines), and
+    docs/commands.md every command the parser has."""
+    import re
+
+    from pipeline.cli.main import build_parser
+
+    layout = (ROOT / "docs" / "layout.md").read_text()
+    block = layout.split("```", 2)[1]
+    missing = []
+    for package in LAYERS:
+        lines = block.split(f"  {package}/", 1)[1]
+        lines = re.split(r"\n  [a-z]+/ ", lines, maxsplit=1)[0]
+        for path in sorted((ROOT / "pipeline" / package).rglob("*.py")):
+            name = path.stem
+            if name != "__init__" and not re.search(rf"(?<![\w-]){name}(?![\w-])", lines):
+                missing.append(f"{package}/{path.relative_to(ROOT / 'pipeline' / package)}")
+    assert missing == []
+    commands = (ROOT / "docs" / "commands.md").read_text()
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert [c for c in sub.choices if f"`pipeline {c}" not in commands] == []
+
+
+# Tokens that look like file names but are not files of this repository: code (con.sql, spark.sql), package
+# names, placeholders and files of other places (a bucket's manifest.json, ../shared/).
+NOT_FILES = {"con.sql", "spark.sql", "pipeline.sql", "TASK.yaml", "manifest.json", "_day.sql",
+             "shared/telemetry-contract.md"}
+
+
+def test_no_doc_or_docstring_names_a_file_that_does_not_exist():
+    """Every file named in README.md, docs/ and the package's docstrings and comments exists: a path from the
+    repository's root, the doc's folder, pipeline/ or sql/; a bare name somewhere in the repository."""
+    import re
+
+    names = {p.name for p in ROOT.rglob("*") if not {".venv", ".git"} & set(p.parts)}
+    path = re.compile(r"(?<![\w./<-])((?:[\w.-]+/)*[\w-]+\.(?:py|sql|md|yaml|json|toml))\b")
+    texts = [(p, p.read_text()) for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]]
+    for p in sorted((ROOT / "pipeline").rglob("*.py")):
+        source = p.read_text()
+        tree = ast.parse(source)
+        docs = [ast.get_docstring(n) or "" for n in ast.walk(tree)
+                if isinstance(n, ast.Module | ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)]
+        texts.append((p, "\n".join(docs + [line.split("#", 1)[1] for line in source.splitlines() if "#" in line])))
+    missing = set()
+    for p, text in texts:
+        for m in path.finditer(text):
+            ref = m.group(1)
+            if ref in NOT_FILES or ref.startswith("..."):
+                continue
+            where = [ROOT / ref, p.parent / ref, ROOT / "pipeline" / ref, ROOT / "sql" / ref]
+            if not (any(c.exists() for c in where) if "/" in ref else ref in names):
+                missing.add((str(p.relative_to(ROOT)), ref))
+    assert sorted(missing) == []

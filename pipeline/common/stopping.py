@@ -6,7 +6,7 @@ is recorded as interrupted. A second signal stops at once: it raises
 KeyboardInterrupt once, and the transaction in flight rolls back, so a file is
 never half-loaded either way. Further signals are only noted: a second
 KeyboardInterrupt raised inside the first one's cleanup would replace it (DuckDB
-turns one into "Query interrupted"), and the exit must stay 130 (cli.py treats
+turns one into "Query interrupted"), and the exit must stay 130 (pipeline/cli/main.py treats
 any error after a stop request as the stop).
 """
 

@@ -919,7 +919,7 @@ def _loss_bounds(strata: Sequence[stats.Stratum], alpha: float, tau: float,
 
 
 _unmeasured = [g for g in GATE_NAMES if not callable(getattr(_Measure, g, None))]
-assert not _unmeasured, f"gates of the registry without a measurement in gate.py: {_unmeasured}"
+assert not _unmeasured, f"gates of the registry without a measurement in gate/evaluate.py: {_unmeasured}"
 
 
 def budget_split(config: Config) -> dict[tuple[str, str], float]:

@@ -5,7 +5,7 @@
 - Figures are in units (%, ms, °C, share of RAM), rounded as people read them.
 - Lines fit `width`: the gate table drops the gate columns with the fewest failures
   first and says which; `wide` shows every column under the gates' full names.
-- Colour only when asked for (cli.py: a terminal, no NO_COLOR, no --no-color).
+- Colour only when asked for (pipeline/cli: a terminal, no NO_COLOR, no --no-color).
 Plain string code: no terminal library on the start-up path of `pipeline gate`.
 """
 
