@@ -27,7 +27,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from pipeline.common import logs, stopping
 from pipeline.common.config import Config
 from pipeline.common.errors import UsageError
-from pipeline.warehouse import db, sqlfiles
+from pipeline.warehouse import db, handle, sqlfiles
 
 
 def make_trigger(cron: str | None, interval_seconds: float | None, timezone: str) -> Any:
@@ -42,7 +42,7 @@ def make_trigger(cron: str | None, interval_seconds: float | None, timezone: str
 def last_scheduled_start(db_path: Path) -> datetime | None:
     if not db_path.exists():
         return None
-    with db.writing(db_path) as con:
+    with handle.Warehouse(db_path, "schedule").reading() as con:  # never waits for a writer's lock
         row = sqlfiles.run(con, "ingest/last_scheduled_run").fetchone()
     return row[0].replace(tzinfo=UTC) if row and row[0] else None
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.common.registry import BY_NAME, GATES, label
 from pipeline.common.tables import rows_as
-from pipeline.common.vocabulary import Status
-
-_MARK = {Status.FAIL: "X", Status.INSUFFICIENT_DATA: "?", Status.NOT_APPLICABLE: "-", Status.PASS: "", None: "?"}
 
 
 def fmt_value(value: float | None) -> str:
@@ -25,55 +21,6 @@ def fmt_interval(iv: Any) -> str:
     lo, hi = (f"{v:.4g}" if v is not None else "open" for v in iv)
     return f" [{lo}, {hi}]"
 
-
-def _gate_cell(check: Any) -> str:
-    if check.status == Status.NOT_APPLICABLE:
-        return "-"
-    if check.measured is None:
-        return "?" if check.status == Status.INSUFFICIENT_DATA else ""
-    text = fmt_value(check.measured)
-    mark = _MARK[check.status] + ("~" if check.borderline else "") + ("(obs)" if check.mode == "observe" else "")
-    return f"{text}{mark}"
-
-
-def gate_table(result: Any) -> str:
-    """One row per segment, one column per gate: measured value, X failed, ? insufficient data,
-    - not applicable, ~ borderline (the decision's interval holds the threshold), (obs) observe-only gate."""
-    gates = [g.name for g in GATES]
-    header = ["segment", "rows"] + [g.column for g in GATES] + ["decision"]
-    body = []
-    for s in result.segments:
-        cells = [s.key, str(s.rows)] + [_gate_cell(s.checks[g]) for g in gates]
-        decision = s.decision + (f" (needs {s.needs_rows} more rows)" if s.needs_rows else "")
-        body.append(cells + [decision])
-    for task in sorted({s.task for s in result.segments}):  # per task: overrides may differ
-        checks = next(s.checks for s in result.segments if s.task == task)
-        body.append([f"threshold {task}", ""] + [_threshold(checks[g]) for g in gates] + [""])
-    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header] + body]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    for name, rw in result.release_wide.items():
-        if rw.measured is None:
-            continue
-        p = f", p={rw.p_value:.3g}" if rw.p_value is not None else ""
-        a = f" at alpha {rw.interval_alpha:.2g}" if rw.interval_alpha is not None else ""
-        iv = fmt_interval(rw.interval) if rw.interval else ""
-        lines.append(f"release-wide {label(name)} {rw.measured:.3f}{iv} (threshold {rw.threshold}{p}{a}): {rw.status}")
-    lines.append("marks: X failed, ? insufficient data, - not applicable, ~ borderline, (obs) observe-only")
-    lines.append(f"verdict for release {result.release}: {result.verdict.upper()} - {result.note} "
-                 f"(window {result.window_start:%Y-%m-%d %H:%M} .. {result.window_end:%Y-%m-%d %H:%M} UTC)")
-    return "\n".join(lines)
-
-
-def _threshold(check: Any) -> str:
-    spec = BY_NAME[check.gate]
-    if not spec.threshold_key:
-        return "< cloud"
-    if check.threshold is None:
-        return ""
-    t = check.threshold
-    prefix = ">=" if spec.direction == "min" else "<="
-    return f"{prefix}{t:.0f}" if abs(t) >= 100 else f"{prefix}{t:g}"
 
 def state_text(view: Any) -> str:
     """`pipeline state`: a rollout.StateView as a headline, the policy, a table of segments and a key."""
