@@ -16,6 +16,8 @@ only from the ones above it in this list (tests/test_layout.py holds the rule):
 """
 
 
+__all__ = ["__version__", "open"]  # the notebook API (docs/querying.md); the command is pipeline.cli.main
+
 
 def _installed_version() -> str:
     """The one version: the installed distribution's (pyproject.toml's), stored with every evaluation."""

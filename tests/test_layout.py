@@ -160,3 +160,22 @@ def test_no_doc_or_docstring_names_a_file_that_does_not_exist():
             if not (any(c.exists() for c in where) if "/" in ref else ref in names):
                 missing.add((str(p.relative_to(ROOT)), ref))
     assert sorted(missing) == []
+
+
+def test_the_public_surface_is_drawn_and_documented():
+    """`__all__` of what a user imports: the package (pipeline.open), the notebook API (every public method of
+    what pipeline.open returns is shown in docs/querying.md) and the errors (each drawn in errors.py's tree)."""
+    import pipeline
+    from pipeline.common import errors
+    from pipeline.views import frames
+
+    assert sorted(pipeline.__all__) == ["__version__", "open"] and callable(pipeline.open)
+    assert frames.__all__ == ["WarehouseFrames"]
+    shown = (ROOT / "docs" / "querying.md").read_text()
+    methods = [m for m in vars(frames.WarehouseFrames) if not m.startswith("_")]
+    assert methods and [m for m in methods if f"wh.{m}(" not in shown] == []
+    classes = [n for n in errors.__all__ if isinstance(getattr(errors, n), type)]
+    defined = [n for n, v in vars(errors).items()
+               if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == errors.__name__]
+    assert sorted(classes) == sorted(defined)
+    assert [n for n in classes if n not in errors.__doc__] == []

@@ -19,6 +19,10 @@ the gate alone; every error here (StatementTimeout: 124), and any unexpected exc
 
 from pipeline.common.exit_codes import Exit
 
+__all__ = ["PipelineError", "UsageError", "ConfigError", "DatabaseBusy", "DatabaseError", "UnknownRelease",
+           "BucketError", "EngineError", "StatementTimeout", "TransientError", "first_line", "yaml_problem",
+           "duckdb_problem"]
+
 
 class PipelineError(Exception):
     exit_code = Exit.ERROR

@@ -29,6 +29,8 @@ from pipeline.common.errors import UsageError
 from pipeline.warehouse import archive, db, snapshots, sqlfiles
 from pipeline.warehouse.aggregate import use_settings
 
+__all__ = ["WarehouseFrames"]  # what pipeline.open returns; its public methods are docs/querying.md's
+
 FALLBACK_DIMENSIONS = ("release", "day", "device_tier", "network_bucket")  # what fallback_rate's query keeps
 
 
