@@ -74,3 +74,16 @@ def test_json_carries_the_plain_strings():
 
     shown = json.dumps({Verdict.KEEP_EDGE: [Status.PASS, GateName.QUALITY_LOSS]})
     assert shown == '{"keep_edge": ["pass", "quality_loss"]}'
+
+
+def test_edge_cloud_pass_and_fail_are_compared_and_looked_up_by_their_members():
+    """Where "edge", "cloud", "pass", "fail" (and a look's "insufficient", a cell's "inherit") are compared with,
+    looked up or set as a value, the code names the member (Route, Side, Status, Outcome, CellStatus): only their
+    definitions spell them. Output keys and labels with the same letters are other words and are not counted."""
+    words = r"(edge|cloud|pass|fail|insufficient|inherit)"
+    uses = re.compile(rf"""(==|!=|\bin)\s*["']{words}["']|\.get\(\(?["']{words}["']|equal\([^)]*["']{words}["']\)"""
+                      rf"""|RouteChoice\(["']{words}["']|<\s*0\.5,\s*["']{words}["']\)|=\s*["']{words}["'](,|$)""")
+    found = [f"{p.relative_to(ROOT).as_posix()}:{i}" for p in sorted((ROOT / "pipeline").rglob("*.py"))
+             if p.name != "vocabulary.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if uses.search(line)]
+    assert found == []

@@ -33,6 +33,29 @@ class Route(StrEnum):
     CLOUD = "cloud"
 
 
+class Side(StrEnum):
+    """The side of a comparison with the cloud baseline: the SQL's `side` column (every non-cloud route is edge)."""
+
+    EDGE = Route.EDGE.value
+    CLOUD = Route.CLOUD.value
+
+
+class Outcome(StrEnum):
+    """A rollout look's outcome: what one evaluation says of a segment (pipeline/rollout/state.py)."""
+
+    PASS = Status.PASS.value
+    FAIL = Status.FAIL.value
+    INSUFFICIENT = "insufficient"
+
+
+class CellStatus(StrEnum):
+    """A routing cell's status (pipeline/gate/cells.py): it leaves its segment's decision only on evidence."""
+
+    PASS = Status.PASS.value
+    FAIL = Status.FAIL.value
+    INHERIT = "inherit"
+
+
 class Bucket(StrEnum):
     """A request's network bucket, in reading order (sql/ddl/derived.sql computes it)."""
 

@@ -22,6 +22,7 @@ from typing import Any
 from pipeline.common.config import Config, Sink
 from pipeline.common.errors import TransientError
 from pipeline.common.registry import label
+from pipeline.common.vocabulary import Route
 from pipeline.delivery.sinks import (
     SOURCE,
     DeliveryDeadline,
@@ -72,7 +73,7 @@ def firing(con: Any, config: Config, sink: Sink, now: datetime) -> list[dict[str
             if key == rollout_state.RELEASE:
                 if not rollout_state.routed_off(st):
                     continue
-                labels = {"alertname": ALERT_RELEASE, "release": release, "severity": "critical", "route": "cloud"}
+                labels = {"alertname": ALERT_RELEASE, "release": release, "severity": "critical", "route": Route.CLOUD}
                 summary = f"Release {release}: rolled back to the cloud as a whole ({st.state})"
             elif rollout_state.routed_off(st) or st.state == "suspect":
                 task, tier, bucket = key.split("/")

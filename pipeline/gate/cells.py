@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.common.config import Config
-from pipeline.common.vocabulary import Status, Verdict
+from pipeline.common.vocabulary import CellStatus, Side, Status, Verdict
 from pipeline.gate import drill, figures, stats
 
-PASS, FAIL, INHERIT = "pass", "fail", "inherit"
+PASS, FAIL, INHERIT = CellStatus.PASS, CellStatus.FAIL, CellStatus.INHERIT
 
 
 @dataclass
 class CellVerdict:
     values: dict[str, str]
     devices: int
-    status: str  # PASS | FAIL | INHERIT
+    status: CellStatus
     failed_gates: list[str] = field(default_factory=list)
     reason: str = ""
 
@@ -55,7 +55,7 @@ def judge(con: Any, result: Any, config: Config) -> dict[str, list[CellVerdict]]
 
 
 def _segment(segment: Any, rows: dict[str, Any], by: tuple[str, ...], config: Config) -> list[CellVerdict]:
-    edge = {r["cell"]: r for r in rows["counts"].get(("edge", segment.key), [])}
+    edge = {r["cell"]: r for r in rows["counts"].get((Side.EDGE, segment.key), [])}
     cells = {cell: CellVerdict(drill.cell_values(cell, by), int(r["devices"]), INHERIT) for cell, r in edge.items()}
     judged = {cell for cell, v in cells.items() if v.devices >= config.min_devices}
     outcomes: dict[str, dict[str, str]] = {cell: {} for cell in judged}  # cell -> gate -> pass | fail | inherit
@@ -66,9 +66,9 @@ def _segment(segment: Any, rows: dict[str, Any], by: tuple[str, ...], config: Co
         if (check is None or check.mode != "enforce" or check.status not in (Status.PASS, Status.FAIL)
                 or test is None or test.alpha is None):
             continue
-        source = {r["cell"]: r for r in rows[table].get(("edge", segment.key), [])}
+        source = {r["cell"]: r for r in rows[table].get((Side.EDGE, segment.key), [])}
         cloud = {drill.cloud_key(drill.cell_values(r["cell"], by)): r
-                 for r in rows[table].get(("cloud", segment.key), [])}
+                 for r in rows[table].get((Side.CLOUD, segment.key), [])}
         failing = check.status == Status.FAIL
         p_values = {}
         for cell in judged:

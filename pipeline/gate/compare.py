@@ -25,7 +25,7 @@ from pipeline.common.config import Config
 from pipeline.common.errors import UsageError
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GateName
-from pipeline.common.vocabulary import DEVICE_DIMENSIONS
+from pipeline.common.vocabulary import DEVICE_DIMENSIONS, Side
 from pipeline.gate import drill, figures, source, stats
 
 MATCHING = tuple(d for d in DEVICE_DIMENSIONS if d not in ("model_id", "app_version"))
@@ -100,7 +100,7 @@ def compare(con: Any, candidate: Any, previous: Any, config: Config, by: Sequenc
             tables = {"counts": figures.counts(con, params, config, by),
                       "days": figures.day_counts(con, params, config, by)}
         rows[side] = {t: {(r["task"], r["device_tier"], r["network_bucket"], r["cell"]): r for r in table
-                          if r["level"] == 0 and r.get("side", "edge") == "edge"}
+                          if r["level"] == 0 and r.get("side", Side.EDGE) == Side.EDGE}
                       for t, table in tables.items()}
     p95s = {rel.release: {(s.key, g): c.measured for s in rel.segments for g, c in s.checks.items()}
             for rel in (candidate, previous)}

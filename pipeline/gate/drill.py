@@ -38,7 +38,7 @@ from pipeline.common.config import Config
 from pipeline.common.errors import UsageError
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GateName, label
-from pipeline.common.vocabulary import DEVICE_DIMENSIONS, Status, Verdict
+from pipeline.common.vocabulary import DEVICE_DIMENSIONS, Side, Status, Verdict
 from pipeline.gate import figures, quantiles, source, stats
 
 NULL = "(null)"  # the SQL's mark for a null value in a cell
@@ -271,7 +271,7 @@ def by_segment(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[st
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         if r["level"] == 0:
-            out.setdefault((r.get("side", "edge"), f"{r['task']}/{r['device_tier']}/{r['network_bucket']}"),
+            out.setdefault((r.get("side", Side.EDGE), f"{r['task']}/{r['device_tier']}/{r['network_bucket']}"),
                            []).append(r)
     return out
 
@@ -305,7 +305,7 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
     quality = gate == GateName.QUALITY_LOSS
     cloud: dict[tuple, list[dict[str, Any]]] = {}
     if quality:
-        for r in rows[table].get(("cloud", segment), []):
+        for r in rows[table].get((Side.CLOUD, segment), []):
             cloud.setdefault(cloud_key(cell_values(r["cell"], by)), []).append(r)
 
     def measure(values: dict[str, str], members: list[dict[str, Any]], test: bool = True) -> Cell:
@@ -313,7 +313,7 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
         baseline = [c for ck in keys for c in cloud.get(ck, [])]
         return _measure(gate, values, _summed(members), baseline, k, n, limit, harm_above, config, test)
 
-    edge_rows = rows[table].get(("edge", segment), [])
+    edge_rows = rows[table].get((Side.EDGE, segment), [])
     unpooled = [measure(cell_values(r["cell"], by), [r], test=False) for r in edge_rows]  # for the ranking and answer
     varying = tuple(x for x in by if len({c.values[x] for c in unpooled}) > 1)
     ranked = [x for x in _rank(unpooled, by) if x.name in varying]

@@ -43,7 +43,7 @@ from pipeline.common.errors import UnknownRelease
 from pipeline.common.exit_codes import BY_VERDICT
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, GateName
-from pipeline.common.vocabulary import Bucket, Status, Verdict
+from pipeline.common.vocabulary import Bucket, Side, Status, Verdict
 from pipeline.gate import assignment, cells, quantiles, source, stats
 from pipeline.gate.figures import (
     COUNTS_SQL,
@@ -113,7 +113,7 @@ class GateCheck:
     gate: str
     mode: str
     burden: str = "prove_harm"
-    status: str | None = None  # None until decide(): then one of STATUSES
+    status: Status | None = None  # None until decide(): then one of STATUSES
     measured: float | None = None
     threshold: float | None = None
     baseline: float | None = None
@@ -191,7 +191,7 @@ class Segment:
         return self.min_rows - self.rows if self.rows < self.min_rows else None
 
     @property
-    def decision(self) -> str:
+    def decision(self) -> Verdict:
         enforced = [c for c in self.checks.values() if c.mode == "enforce"]
         if self.needs_rows is not None or any(c.status is None for c in enforced):
             return Verdict.INSUFFICIENT_DATA
@@ -267,7 +267,7 @@ class GateResult:
         return [s for s in self.segments if s.decision != Verdict.INSUFFICIENT_DATA]
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         return self._verdict()[0]
 
     @property
@@ -277,7 +277,7 @@ class GateResult:
             return f"{note}; the hold-back split is not the declared one (assignment.action: {self.assignment.action})"
         return note
 
-    def _verdict(self) -> tuple[str, str]:
+    def _verdict(self) -> tuple[Verdict, str]:
         if not self.segments:
             if self.cloud_only:
                 return (Verdict.INSUFFICIENT_DATA,
@@ -356,14 +356,15 @@ class _Figures:
         return self.by.get((side, key))
 
     def segments(self) -> list[dict[str, Any]]:
-        return sorted((r for (side, key), r in self.by.items() if side == "edge" and len(key) == 3 and key[1] != "*"),
+        return sorted((r for (side, key), r in self.by.items()
+                       if side == Side.EDGE and len(key) == 3 and key[1] != "*"),
                       key=lambda r: (r["task"], r["device_tier"], r["network_bucket"]))
 
     def cloud_baseline(self, task: str, tier: str, bucket: str | None, minimum: int) -> tuple[dict | None, str | None]:
         """The contract's widening: own segment, then same task and tier, then same task."""
         keys = ([(0, (task, tier, bucket))] if bucket else []) + [(1, (task, tier)), (3, (task,))]
         for level, key in keys:
-            row = self.get("cloud", key)
+            row = self.get(Side.CLOUD, key)
             if row and row["rows"] >= minimum:
                 return row, LEVEL_NAMES[level]
         return None, None
@@ -524,11 +525,12 @@ class _Measure:
         """Quality of task x tier, stratified over network buckets (an edge mix with offline rows is never
         compared with a cloud mix without them); the cloud baseline widens to the task over all tiers."""
         c = self.config
-        buckets = sorted({k[2] for (side, k) in self.f.by if side == "edge" and len(k) == 3 and k[:2] == (task, tier)})
-        edge_pool = self.f.get("edge", (task, tier))
+        buckets = sorted({k[2] for (side, k) in self.f.by
+                          if side == Side.EDGE and len(k) == 3 and k[:2] == (task, tier)})
+        edge_pool = self.f.get(Side.EDGE, (task, tier))
         for level, cloud_key in ((1, lambda b: (task, tier, b)), (2, lambda b: (task, "*", b))):
-            cloud_pool = self.f.get("cloud", (task, tier) if level == 1 else (task,))
-            strata = [(self.f.get("edge", (task, tier, b)), self.f.get("cloud", cloud_key(b))) for b in buckets]
+            cloud_pool = self.f.get(Side.CLOUD, (task, tier) if level == 1 else (task,))
+            strata = [(self.f.get(Side.EDGE, (task, tier, b)), self.f.get(Side.CLOUD, cloud_key(b))) for b in buckets]
             strata = [(e, cl) for e, cl in strata if e and cl]
             if cloud_pool and sum(cl["rows"] for _, cl in strata) >= c.min_cloud_rows_for_baseline:
                 offline = Bucket.OFFLINE in buckets
@@ -543,11 +545,11 @@ class _Measure:
         """Per rate or p95-budget gate that can fail on evidence of harm, its release-wide check: all edge rows,
         each against its own task's budget (p95s: the share above it against 5 %) or the gate's one threshold.
         It is the primary hypothesis of its gate's family and carries alpha only: it never blocks."""
-        row = self.f.get("edge", ())
+        row = self.f.get(Side.EDGE, ())
         out: dict[str, GateCheck] = {}
         if row is None:
             return out
-        tasks = sorted({k[0] for (side, k) in self.f.by if side == "edge" and len(k) == 3})
+        tasks = sorted({k[0] for (side, k) in self.f.by if side == Side.EDGE and len(k) == 3})
         for spec in GATES:
             settings = [getattr(self.config.gates_for(t), spec.name) for t in tasks]
             if not settings or any(g.mode != "enforce" or g.burden != "prove_harm" for g in settings):
@@ -576,10 +578,10 @@ class _Measure:
         return out
 
     def release_quality(self) -> GateCheck:
-        strata = [(r, self.f.get("cloud", key)) for (side, key), r in self.f.by.items()
-                  if side == "edge" and len(key) == 3 and key[1] != "*"]
+        strata = [(r, self.f.get(Side.CLOUD, key)) for (side, key), r in self.f.by.items()
+                  if side == Side.EDGE and len(key) == 3 and key[1] != "*"]
         strata = [(e, cl) for e, cl in strata if cl]
-        edge_all, cloud_all = self.f.get("edge", ()), self.f.get("cloud", ())
+        edge_all, cloud_all = self.f.get(Side.EDGE, ()), self.f.get(Side.CLOUD, ())
         if not cloud_all or sum(cl["rows"] for _, cl in strata) < self.config.min_cloud_rows_for_baseline:
             check = self._new(GateName.QUALITY_LOSS, self.config.gates)
             check.short_of_data, check.note = True, "no cloud baseline with enough rows"
@@ -668,7 +670,7 @@ class _Measure:
             check.inapplicable = True
             check.note = "the hold-back is assigned per request (assignment.unit): no device is on one arm only"
             return check
-        edge, cloud = self.returning.get(("edge", key)), self.returning.get(("cloud", key))
+        edge, cloud = self.returning.get((Side.EDGE, key)), self.returning.get((Side.CLOUD, key))
         ne, nc = (edge or {}).get("devices", 0), (cloud or {}).get("devices", 0)
         check.rows = check.devices = ne
         if min(ne, nc) < self.config.min_devices:
@@ -762,7 +764,7 @@ class _Measure:
         task, tier = row["task"], row["device_tier"]
         base, level, base_key = None, None, None
         for lvl, key in ((0, (task, tier, Bucket.WEAK.value)), (2, (task, "*", Bucket.WEAK.value))):
-            cand = self.f.get("cloud", key)
+            cand = self.f.get(Side.CLOUD, key)
             if cand and cand["total_n"] >= c.min_cloud_rows_for_baseline:
                 base, level, base_key = cand, LEVEL_NAMES[lvl], key
                 break
@@ -771,8 +773,8 @@ class _Measure:
         if base is None or row["total_n"] < c.min_measured_rows:
             check.short_of_data, check.note = True, "too few weak-network rows on one side"
             return check
-        edge = self._log_p95(row, self.f.weak.get(("edge", (task, tier, Bucket.WEAK.value))))
-        cloud = self._log_p95(base, self.f.weak.get(("cloud", base_key)))
+        edge = self._log_p95(row, self.f.weak.get((Side.EDGE, (task, tier, Bucket.WEAK.value))))
+        cloud = self._log_p95(base, self.f.weak.get((Side.CLOUD, base_key)))
         check.measured, check.baseline, check.baseline_level = row["total_p95"], base["total_p95"], level
         check.threshold = base["total_p95"]
         check.reading_interval = self._interval(row["total_grid"], row["total_n"] / (edge[2] or 1))
@@ -1178,7 +1180,7 @@ def _evaluate(con: Any, release: str, config: Config, as_of: datetime, now: date
         release_wide[GateName.RETENTION] = measure.release_retention()
     gatekeepers = measure.gatekeepers() if segments else {}
     result = GateResult(release, now, as_of, window, config.source, config.digest, segments, release_wide,
-                        gatekeepers=gatekeepers, cloud_only=not segments and figures.get("cloud", ()) is not None,
+                        gatekeepers=gatekeepers, cloud_only=not segments and figures.get(Side.CLOUD, ()) is not None,
                         quantiles={"estimator": quantiles.SKETCH, "relative_error": error,
                                    "engine": quantiles.engine_name(con)},
                         held_back_hours=config.completeness_lag_hours,

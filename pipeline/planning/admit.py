@@ -81,7 +81,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pipeline.common import vocabulary
 from pipeline.common.errors import ConfigError
 from pipeline.common.registry import GateName
-from pipeline.common.vocabulary import TIERS
+from pipeline.common.vocabulary import TIERS, Status
 from pipeline.common.yamlspec import build, read_yaml, setting
 
 if TYPE_CHECKING:
@@ -361,20 +361,20 @@ def route(total_tokens: int, needs_tools: bool, mem_class_gb: int, npu: bool, pr
           verifiable: bool) -> RouteChoice:
     """The article's rule, first match wins."""
     if total_tokens > MAX_EDGE_TOKENS:
-        return RouteChoice("cloud", f"{total_tokens} tokens > {MAX_EDGE_TOKENS} (token pre-filter)")
+        return RouteChoice(vocabulary.Route.CLOUD, f"{total_tokens} tokens > {MAX_EDGE_TOKENS} (token pre-filter)")
     if needs_tools:
-        return RouteChoice("cloud", "needs tools")
+        return RouteChoice(vocabulary.Route.CLOUD, "needs tools")
     if mem_class_gb < MIN_EDGE_MEM_CLASS_GB:
-        return RouteChoice("cloud", f"memory class {mem_class_gb} GB < {MIN_EDGE_MEM_CLASS_GB} GB")
+        return RouteChoice(vocabulary.Route.CLOUD, f"memory class {mem_class_gb} GB < {MIN_EDGE_MEM_CLASS_GB} GB")
     if not npu:
-        return RouteChoice("cloud", "no NPU")
+        return RouteChoice(vocabulary.Route.CLOUD, "no NPU")
     if privacy == "on_device_only":
         return RouteChoice(vocabulary.Route.EDGE_WITH_CLOUD_CHECK, "strict privacy: the text must stay on the device")
     if network == "often_weak_or_offline":
         return RouteChoice(vocabulary.Route.EDGE_WITH_CLOUD_CHECK, "often offline or on a weak network")
     if verifiable:
-        return RouteChoice("edge", "output is automatically verifiable")
-    return RouteChoice("cloud", "output is not automatically verifiable")
+        return RouteChoice(vocabulary.Route.EDGE, "output is automatically verifiable")
+    return RouteChoice(vocabulary.Route.CLOUD, "output is not automatically verifiable")
 
 
 # ---------------------------------------------------------------- the assessment
@@ -391,7 +391,7 @@ class AdmissionCheck:
 
 
 def _verdict(ok: bool | None) -> str:
-    return "unknown" if ok is None else "pass" if ok else "fail"
+    return "unknown" if ok is None else Status.PASS if ok else Status.FAIL
 
 
 @dataclass(frozen=True)
@@ -620,18 +620,19 @@ def assess(candidate: Candidate, config: Config, source: str = "") -> AdmitResul
 
     npu = all(t.npu for t in c.targets)
     rule = route(c.total_tokens, c.needs_tools, ram, npu, c.privacy, c.network, c.verifiable)
-    blockers = [g.gate for g in checks if g.verdict == "fail" and g.mode == "enforce"]
+    blockers = [g.gate for g in checks if g.verdict == Status.FAIL and g.mode == "enforce"]
     if not all(t.within_budget for t in tiers):
         blockers.insert(0, "latency budget")
     final = rule
-    if rule.route != "cloud" and blockers:
-        final = RouteChoice("cloud", f"the rule says {rule.route} ({rule.reason}), but {', '.join(blockers)} failed")
+    if rule.route != vocabulary.Route.CLOUD and blockers:
+        final = RouteChoice(vocabulary.Route.CLOUD,
+                            f"the rule says {rule.route} ({rule.reason}), but {', '.join(blockers)} failed")
 
     sc = score(c.calls_per_day, c.total_tokens, c.privacy, c.error_cost, c.network, c.iteration)
     notes = []
-    if rule.route == "cloud" and blockers:
+    if rule.route == vocabulary.Route.CLOUD and blockers:
         notes.append(f"on the edge it would also fail: {', '.join(blockers)}")
-    if final.route != "cloud":
+    if final.route != vocabulary.Route.CLOUD:
         if not sc.worth_moving:
             notes.append(f"score {sc.total} < {MIN_EDGE_SCORE}: allowed on the edge but hardly worth the move")
         unknown = [g.gate for g in checks if g.verdict == "unknown"]

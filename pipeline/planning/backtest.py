@@ -35,7 +35,7 @@ from pipeline.common import clock
 from pipeline.common.config import Config
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import CLOUD_COMPARISONS, GateName
-from pipeline.common.vocabulary import Status
+from pipeline.common.vocabulary import Route, Status
 from pipeline.gate import stats
 from pipeline.gate.evaluate import GateResult, evaluate_gate, require_release
 from pipeline.rollout import state as rollout_state
@@ -62,7 +62,7 @@ def _unchanged(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table:
 
 
 def _adoption_loss(t: pa.Table, rng: np.random.Generator, x: float) -> pa.Table:
-    edge = np.asarray(pc.not_equal(t["route"], "cloud"))
+    edge = np.asarray(pc.not_equal(t["route"], Route.CLOUD.value))
     adopted = np.asarray(pc.equal(t["outcome"], "adopted"))
     lose = edge & adopted & (rng.random(t.num_rows) < x)
     return _set_where(t, "outcome", lose, "abandoned")
@@ -81,7 +81,7 @@ def _by_device(t: pa.Table, rng: np.random.Generator, p: float, concentration: f
 def _fallback_spike(t: pa.Table, rng: np.random.Generator, x: float, concentration: float = 0.0) -> pa.Table:
     """Edge fallbacks up by `x` of all edge rows (absolute), taken from the rows not already falling back;
     with a concentration, the extra share is drawn per device (_by_device)."""
-    edge = np.asarray(pc.not_equal(t["route"], "cloud"))
+    edge = np.asarray(pc.not_equal(t["route"], Route.CLOUD.value))
     fallback = np.asarray(pc.is_in(t["outcome"], pa.array(["edited", "regenerated", "undone"]))) | np.asarray(
         t["auto_fallback"])
     share = fallback[edge].mean() if edge.any() else 0.0
@@ -93,7 +93,7 @@ def _fallback_spike(t: pa.Table, rng: np.random.Generator, x: float, concentrati
 def _silent_failures(t: pa.Table, rng: np.random.Generator, x: float, concentration: float) -> pa.Table:
     """Of the edge failures the app detected (auto_fallback, error_code), this share per device (on average)
     becomes silent: no automatic fallback, no error code, the user sees a failed answer."""
-    edge = np.asarray(pc.not_equal(t["route"], "cloud"))
+    edge = np.asarray(pc.not_equal(t["route"], Route.CLOUD.value))
     detected = np.asarray(t["auto_fallback"]) | np.asarray(pc.is_valid(t["error_code"]))
     silent = edge & detected & (rng.random(t.num_rows) < _by_device(t, rng, x, concentration))
     t = _set_where(t, "outcome", silent, "failed")
@@ -334,13 +334,13 @@ def _budgets(config: Config) -> dict[str, Any]:
 
 
 def _aa_cloud(t: pa.Table, rng: np.random.Generator) -> pa.Table:
-    t = t.filter(pc.equal(t["route"], "cloud"))
-    return _set_where(t, "route", _device_uniforms(t, rng) < 0.5, "edge")
+    t = t.filter(pc.equal(t["route"], Route.CLOUD.value))
+    return _set_where(t, "route", _device_uniforms(t, rng) < 0.5, Route.EDGE.value)
 
 
 def _aa_edge(t: pa.Table, rng: np.random.Generator) -> pa.Table:
-    t = t.filter(pc.not_equal(t["route"], "cloud"))
-    return _set_where(t, "route", _device_uniforms(t, rng) < 0.5, "cloud")
+    t = t.filter(pc.not_equal(t["route"], Route.CLOUD.value))
+    return _set_where(t, "route", _device_uniforms(t, rng) < 0.5, Route.CLOUD.value)
 
 
 def _count(v: VariantResult, looks: list[NightLook]) -> None:
@@ -532,7 +532,7 @@ def _redraw_latency(table: pa.Table, config: Config, factor: float, seed: int, s
     budget = np.array([config.gates_for(t).inference_duration.max_p95_ms for t in table["task"].to_pylist()])
     z = np.sqrt(share) * device + np.sqrt(1 - share) * rng.standard_normal(table.num_rows)
     total = budget * factor * np.exp(P95_LOG_SD * z - 1.6448536269514722 * P95_LOG_SD)
-    edge = np.asarray(pc.not_equal(table["route"], "cloud"))
+    edge = np.asarray(pc.not_equal(table["route"], Route.CLOUD.value))
     new_total = np.where(edge, np.round(total, 1), np.asarray(table["total_ms"]))
     ttft = np.asarray(table["ttft_ms"].to_numpy(zero_copy_only=False), dtype=float)
     new_ttft = np.where(edge & ~np.isnan(ttft), np.minimum(ttft, new_total), ttft)

@@ -37,7 +37,7 @@ from pipeline.common import clock
 from pipeline.common.config import CloudCost, Config
 from pipeline.common.errors import UnknownRelease
 from pipeline.common.output_schema import SCHEMA_VERSION
-from pipeline.common.vocabulary import BUCKETS, TIERS
+from pipeline.common.vocabulary import BUCKETS, TIERS, Side
 from pipeline.gate import source
 from pipeline.gate.window import Window, gate_window
 from pipeline.planning.estimates import EstimateTable, estimate_tables
@@ -292,7 +292,7 @@ def _lost_users(con: Any, window: Window, params: dict[str, Any], config: Config
         return {"lost_users": Figure(None, "devices", basis), "retention_cost": Figure(None, cur, basis)}
     with source.reading(con, config, window, params["release"]):  # the rollup the gate reads, or its stand-in
         returning = returning_devices(con, params, config) or {}
-    edge, cloud = returning.get(("edge", ())), returning.get(("cloud", ()))
+    edge, cloud = returning.get((Side.EDGE, ())), returning.get((Side.CLOUD, ()))
     if not edge or not cloud or not edge["devices"] or not cloud["devices"]:
         basis = "not measured: no devices of one arm first seen early enough to come back in the window"
         return {"lost_users": Figure(None, "devices", basis), "retention_cost": Figure(None, cur, basis)}

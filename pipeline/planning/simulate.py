@@ -745,7 +745,7 @@ _BAD_KINDS: tuple[Callable[[dict[str, Any], datetime], dict[str, Any]], ...] = (
     lambda r, f: {"route": "satellite"},
     lambda r, f: {"device_tier": None},
     lambda r, f: {"event_id": None},
-    lambda r, f: {"route": "cloud", "auto_fallback": True, "model_id": None,
+    lambda r, f: {"route": Route.CLOUD.value, "auto_fallback": True, "model_id": None,
                   "resident_mem_mb": None, "peak_mem_mb": None},
     lambda r, f: {"event_time": f},
     lambda r, f: {"rtt_ms": -35.0, "network_type": "wifi6"},

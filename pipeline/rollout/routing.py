@@ -54,7 +54,7 @@ def routing_table(result: Any, config: Config, states: dict[str, Any] | None = N
     return {"schema_version": SCHEMA_VERSION, "version": ROUTING_TABLE_VERSION, "release": result.release,
             "verdict": result.verdict, "rollout": rollout_state.status(states).kind,
             "derived_at": result.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "config_digest": result.config_digest,
-            "default_route": "cloud", "routes": routes}
+            "default_route": Route.CLOUD, "routes": routes}
 
 
 def cell_routes(route: str, state: Any, verdicts: list[Any], states: dict[str, Any],

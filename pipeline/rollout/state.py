@@ -46,7 +46,7 @@ from datetime import date, datetime
 from typing import Any
 
 from pipeline.common.config import Config, Rollout
-from pipeline.common.vocabulary import PREVIOUS_EDGE, Route, Verdict
+from pipeline.common.vocabulary import PREVIOUS_EDGE, Outcome, Route, Verdict
 from pipeline.common.vocabulary import Status as CheckStatus
 from pipeline.rollout import actions, windows
 from pipeline.warehouse import sqlfiles
@@ -54,7 +54,8 @@ from pipeline.warehouse import sqlfiles
 STATES = ("ok", "suspect", "rolled_back", "recovering")
 RELEASE = "release"  # the segment key of the release-wide gates
 ROLLED = ("rolled_back", "recovering")
-OUTCOMES = {Verdict.ROLLBACK_TO_CLOUD: "fail", Verdict.KEEP_EDGE: "pass", Verdict.INSUFFICIENT_DATA: "insufficient"}
+OUTCOMES = {Verdict.ROLLBACK_TO_CLOUD: Outcome.FAIL, Verdict.KEEP_EDGE: Outcome.PASS,
+            Verdict.INSUFFICIENT_DATA: Outcome.INSUFFICIENT}
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,9 @@ def advance(s: SegmentState, look: Look, policy: Rollout, hold: str | None = Non
 
 def _advance(s: SegmentState, look: Look, policy: Rollout) -> SegmentState:
     s = dataclasses.replace(s, last_day=look.day, last_decision=look.decision)
-    if look.outcome == "insufficient":
+    if look.outcome == Outcome.INSUFFICIENT:
         return dataclasses.replace(s, reason=f"not enough data on {look.day}") if s.state == "ok" else s
-    failed = look.outcome == "fail"
+    failed = look.outcome == Outcome.FAIL
     recent = (s.recent + ("F" if failed else "P"))[-policy.window_looks:]
     s = dataclasses.replace(s, recent=recent)
     if failed:
@@ -239,7 +240,8 @@ def looks_of(result: dict[str, Any]) -> dict[str, Look]:
     failing = {g: c["mode"] for g, c in result["release_wide"].items() if c["status"] == CheckStatus.FAIL}
     blocking = tuple(g for g, mode in failing.items() if mode == "enforce")
     verdict = result["verdict"]
-    outcome = "fail" if blocking else "insufficient" if verdict == Verdict.INSUFFICIENT_DATA else "pass"
+    outcome = (Outcome.FAIL if blocking else Outcome.INSUFFICIENT if verdict == Verdict.INSUFFICIENT_DATA
+               else Outcome.PASS)
     looks[RELEASE] = Look(day, outcome, verdict, blocking, tuple(g for g, mode in failing.items() if mode == "hold"),
                           at)
     return looks

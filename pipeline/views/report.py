@@ -35,7 +35,7 @@ import duckdb
 from pipeline.common.config import Config
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GateName
 from pipeline.common.registry import label as gate_label
-from pipeline.common.vocabulary import BUCKETS, TIERS, Status, Tier, Verdict
+from pipeline.common.vocabulary import BUCKETS, TIERS, Side, Status, Tier, Verdict
 from pipeline.gate.evaluate import GateCheck, GateResult, Segment
 from pipeline.views.render import fmt_interval
 from pipeline.warehouse import sqlfiles
@@ -433,7 +433,7 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
     judged = [s for s in segments if s.decision != Verdict.INSUFFICIENT_DATA]
     rolled = [s for s in judged if s.decision == Verdict.ROLLBACK_TO_CLOUD]
     edge_rows = sum(s.rows for s in segments)
-    cloud_rows = sum(r["rows"] for r in data["latency"] if r["side"] == "cloud")
+    cloud_rows = sum(r["rows"] for r in data["latency"] if r["side"] == Side.CLOUD)
     levels: dict[str, int] = {}
     for s in segments:
         fb = s.checks.get(GateName.FALLBACK_RATE)

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from pipeline.common.registry import BY_NAME, GATES, GateName
 from pipeline.common.registry import label as gate_label
-from pipeline.common.vocabulary import Status, Verdict
+from pipeline.common.vocabulary import CellStatus, Status, Verdict
 
 # ------------------------------------------------------------------ the terminal
 
@@ -287,8 +287,8 @@ def _cell_lines(result: Any) -> list[str]:
     dims = ", ".join(result.cell_dimensions)
     out = []
     for key, verdicts in result.cells.items():
-        failing = [" · ".join(v.values.values()) for v in verdicts if v.status == "fail"]
-        keeping = [" · ".join(v.values.values()) for v in verdicts if v.status == "pass"]
+        failing = [" · ".join(v.values.values()) for v in verdicts if v.status == CellStatus.FAIL]
+        keeping = [" · ".join(v.values.values()) for v in verdicts if v.status == CellStatus.PASS]
         decision = next(s.decision for s in result.segments if s.key == key)
         if failing or (decision == Verdict.ROLLBACK_TO_CLOUD and keeping):
             parts = ([f"fail on their own: {', '.join(failing)}"] if failing else []) + (
