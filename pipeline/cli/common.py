@@ -189,13 +189,14 @@ def _spark(args: argparse.Namespace, config: Any) -> Any:
 
 
 @contextmanager
-def _telemetry(args: argparse.Namespace, config: Any) -> Iterator[Any]:
-    """Where the command reads events: the Spark engine, or a read-only connection to the DuckDB warehouse."""
+def _telemetry(args: argparse.Namespace, config: Any, raw: bool = True) -> Iterator[Any]:
+    """Where the command reads events: the Spark engine, or a read-only connection to the DuckDB warehouse
+    (`raw`: the file itself, never a snapshot; see _warehouse)."""
     spark = _spark(args, config)
     if spark is not None:
         yield spark
         return
-    with _warehouse(args, config, raw=True) as con:
+    with _warehouse(args, config, raw=raw) as con:
         yield con
 
 

@@ -21,7 +21,6 @@ from pipeline.cli.common import (
     _format_option,
     _holdback_option,
     _require_release,
-    _spark,
     _telemetry,
     _warehouse,
 )
@@ -36,19 +35,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return Exit.OK
     if not args.release:
         raise UsageError("--release is required (or --check-config)")
-    from contextlib import nullcontext
-
     from pipeline.jobs.judge import judge
     from pipeline.rollout import state as rollout_state
     from pipeline.rollout.history import default_trigger
     from pipeline.warehouse.handle import Warehouse
 
-    spark = _spark(args, config)  # events and rollups on Spark; rollout state in the DuckDB file
     # the command's handle: it takes the writer lock only to record and to deliver, never waiting for it
     wh = Warehouse(_db(args), "gate")
-    [judged] = judge(wh, (lambda: nullcontext(spark)) if spark is not None
-                     else (lambda: _warehouse(args, config, raw=args.from_events)),
-                     [args.release], config, as_of=_as_of(args), trigger=args.trigger or default_trigger(),
+    # events and rollups on Spark or in the DuckDB file; rollout state in the DuckDB file either way
+    [judged] = judge(wh, lambda: _telemetry(args, config, raw=args.from_events), [args.release], config,
+                     as_of=_as_of(args), trigger=args.trigger or default_trigger(),
                      holdback_share=args.holdback_share, from_events=args.from_events, dry_run=args.dry_run,
                      served=True, routing_out=lambda _: args.routing_out)
     result = judged.result
