@@ -84,9 +84,9 @@ def cmd_archive(args: argparse.Namespace) -> int:
     config = _config(args)
     if _engine_name(args, config) == "spark":  # no Spark session: pyarrow moves the partitions
         from pipeline.warehouse.spark.archive import age_out_spark
-        from pipeline.warehouse.spark.storage import SparkTables, default_root
+        from pipeline.warehouse.spark.storage import tables_of
 
-        tables = SparkTables(args.warehouse or config.engine.spark.warehouse or default_root(_db(args)))
+        tables = tables_of(_db(args), config, args.warehouse)
         _show(args, age_out_spark(_db(args), tables, config, now=_as_of(args)))
         return Exit.OK
     from pipeline.warehouse.archive import age_out

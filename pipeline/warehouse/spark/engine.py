@@ -22,7 +22,7 @@ from pipeline.warehouse.aggregate import network_params
 from pipeline.warehouse.engine import Rows
 from pipeline.warehouse.spark import dialect
 from pipeline.warehouse.spark.session import spark_problem
-from pipeline.warehouse.spark.storage import PARTITIONS, TABLES, SparkTables
+from pipeline.warehouse.spark.storage import PARTITIONS, TABLES, SparkTables, tables_of
 
 
 def spark_value(value: Any) -> Any:
@@ -138,11 +138,9 @@ def open_engine(db_path: Path, config: Config, master: str | None = None, remote
     """The Spark engine for the warehouse whose bookkeeping is `db_path`: the session (started or joined) and
     the Parquet root (--warehouse, else engine.spark.warehouse, else <db>.spark/ beside the DuckDB file)."""
     from pipeline.warehouse.spark.session import SessionSpec, get_session
-    from pipeline.warehouse.spark.storage import default_root
 
-    settings = config.engine.spark
-    store = SparkTables(warehouse or settings.warehouse or default_root(db_path))  # a bad location fails before Spark
-    session = get_session(SessionSpec.of(settings, master, remote))
+    store = tables_of(db_path, config, warehouse)  # a bad location fails before Spark starts
+    session = get_session(SessionSpec.of(config.engine.spark, master, remote))
     engine = SparkEngine(session, store, config)
     engine.db_path = db_path
     return engine

@@ -39,6 +39,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from pipeline.common.config import Config
 from pipeline.common.errors import UsageError, first_line
 
 PARTITIONS = {"events": ("release", "date"), "quarantine": ("date",),
@@ -181,3 +182,9 @@ def new_batch_id() -> str:
     from datetime import UTC, datetime
 
     return f"b{datetime.now(UTC):%Y%m%dT%H%M%S}{os.urandom(4).hex()}"
+
+
+def tables_of(db_path: Path, config: Config, warehouse: str | None = None) -> SparkTables:
+    """The Spark tables of the warehouse whose bookkeeping is `db_path`: `warehouse` (--warehouse), else
+    engine.spark.warehouse, else <db>.spark/ beside the DuckDB file."""
+    return SparkTables(warehouse or config.engine.spark.warehouse or default_root(db_path))
