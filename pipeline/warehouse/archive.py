@@ -209,7 +209,7 @@ def _predicate(kind: str, release: str, day: date) -> str:
 def _move_day(con: duckdb.DuckDBPyConnection, root: str, config: Config, kind: str, release: str, day: date,
               now: datetime) -> MovedDay:
     moved = copy_day(con, root, config, kind, release, day)
-    params = {"release": release, "day": day} if kind == EVENTS else {"day": day}
+    params = _day_params(kind, release, day)
     with db.transaction(con):
         record(con, moved, now)
         deleted = sqlfiles.run(con, f"archive/delete_{STEM[kind]}_day", params).fetchall()[0][0]
@@ -217,6 +217,11 @@ def _move_day(con: duckdb.DuckDBPyConnection, root: str, config: Config, kind: s
             raise ArchiveError(f"{_what(kind, release, day)}: {deleted} rows to delete where {moved.rows} were "
                                "archived")
     return moved
+
+
+def _day_params(kind: str, release: str, day: date) -> dict[str, Any]:
+    """The bound parameters of sql/archive/<stem>_day*.sql for one day."""
+    return {"release": release, "day": day} if kind == EVENTS else {"day": day}
 
 
 def _what(kind: str, release: str, day: date) -> str:
@@ -230,7 +235,7 @@ def copy_day(con: duckdb.DuckDBPyConnection, root: str, config: Config, kind: st
     from deltalake import write_deltalake
 
     partition_by, name = TABLES[kind]
-    params = {"release": release, "day": day} if kind == EVENTS else {"day": day}
+    params = _day_params(kind, release, day)
     rows = sqlfiles.arrow(con, f"archive/{STEM[kind]}_day", params)
     live = sqlfiles.run(con, f"archive/{STEM[kind]}_day_checksum", params).fetchall()[0]
     options = storage_options(root, config)
@@ -284,10 +289,15 @@ def age_out(warehouse: Warehouse | Path, config: Config, now: datetime | None = 
                 stopping.check()  # between days: each is whole in one place
                 with wh.writing() as con:
                     result.moved.append(_move_day(con, root, config, kind, release, day, now))
-    result.archive_bytes = folder_bytes(Path(root)) if "://" not in root else None
+    result.archive_bytes = local_bytes(root)
     result.warehouse_bytes = warehouse_bytes(Path(wh.path))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def local_bytes(location: str) -> int | None:
+    """A folder's size on local disk; None for a location on an object store (not measured)."""
+    return folder_bytes(Path(location)) if "://" not in location else None
 
 
 def folder_bytes(path: Path) -> int:

@@ -55,12 +55,10 @@ def age_out_spark(where: handle.Warehouse | Path, tables: SparkTables, config: C
                 result.moved.append(moved)
         for values in tables.partitions("rollup_device_day"):
             if _day(values) < first_kept[DEVICE_DAYS]:
-                result.device_day_rows_dropped += tables.read_partition("rollup_device_day", values).num_rows
+                result.device_day_rows_dropped += tables.partition_rows("rollup_device_day", values)
                 tables.drop_partition("rollup_device_day", values)
-    local = "://" not in root
-    result.archive_bytes = archive.folder_bytes(Path(root)) if local else None
-    result.warehouse_bytes = archive.warehouse_bytes(Path(wh.path)) + (archive.folder_bytes(Path(tables.base))
-                                                                if "://" not in tables.root else 0)
+    result.archive_bytes = archive.local_bytes(root)
+    result.warehouse_bytes = archive.warehouse_bytes(Path(wh.path)) + (archive.local_bytes(tables.root) or 0)
     result.seconds = time.perf_counter() - start
     return result
 

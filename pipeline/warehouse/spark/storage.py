@@ -130,8 +130,18 @@ class SparkTables:
         """One partition's rows, without its partition columns (they are in the folder names)."""
         import pyarrow.parquet as pq
 
-        paths = [f.path for f in self._files(self.partition_folder(table, values)) if f.base_name.endswith(".parquet")]
-        return pa.concat_tables([pq.read_table(path, filesystem=self.fs) for path in paths], promote_options="default")
+        return pa.concat_tables([pq.read_table(f.path, filesystem=self.fs) for f in self._parquet_files(table, values)],
+                                promote_options="default")
+
+    def _parquet_files(self, table: str, values: tuple[str, ...]) -> list[pafs.FileInfo]:
+        return [f for f in self._files(self.partition_folder(table, values)) if f.base_name.endswith(".parquet")]
+
+    def partition_rows(self, table: str, values: tuple[str, ...]) -> int:
+        """One partition's row count, from its files' footers."""
+        import pyarrow.parquet as pq
+
+        return sum(pq.ParquetFile(self.fs.open_input_file(f.path)).metadata.num_rows
+                   for f in self._parquet_files(table, values))
 
     def drop_partition(self, table: str, values: tuple[str, ...]) -> None:
         folder = self.partition_folder(table, values)
