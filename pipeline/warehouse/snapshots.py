@@ -176,8 +176,8 @@ def _whole_size(where: Path) -> float:
 # Table names below come from DuckDB's catalog, never from input: a name cannot be a bound parameter.
 
 def _build_whole(con: duckdb.DuckDBPyConnection) -> None:
-    for view in _names(con, "views", 1):  # of a previous snapshot whose tables changed shape
-        con.execute(f'DROP VIEW IF EXISTS main."{view}"')
+    """Every table copied anew (a previous snapshot's views are dropped and re-created by _build, after this;
+    DuckDB drops a table a view reads)."""
     for name in _names(con, "tables"):
         con.execute(f'DROP TABLE IF EXISTS main."{name}"')
     for table in _names(con, "tables"):
