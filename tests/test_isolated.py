@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import NOW, ROOT, counts, run_cli, valid_table, write
 
-from pipeline.ingest.isolated import ReaderLimits
+from pipeline.ingest.isolated import BYTES_PER_WORKER, ReaderLimits, workers_for
 from pipeline.ingest.run import ingest
 
 FAULTS = {
@@ -70,3 +70,19 @@ def test_a_nightly_with_crashing_readers_ends_ok_names_them_and_does_not_read_th
     assert not log.exists()  # no file was read again
     assert counts(db_path)["events"] == 400
 
+
+
+def test_a_second_reader_starts_only_for_enough_bytes_to_pay_for_it(tmp_path):
+    small = [tmp_path / f"s{i}.parquet" for i in range(5)]
+    for i, path in enumerate(small):
+        write(valid_table(50, seed=i), path)
+    big = [tmp_path / f"b{i}.parquet" for i in range(3)]
+    for path in big:  # sparse: their size is what counts, not their bytes on disk
+        with path.open("wb") as fh:
+            fh.truncate(BYTES_PER_WORKER)
+    two = ReaderLimits(workers=2)
+    assert workers_for(small, two) == 1  # five small files: one process started, not two
+    assert workers_for(big[:1], two) == 1  # one file is never read by two
+    assert workers_for(big, two) == 2
+    assert workers_for(big, ReaderLimits(workers=1)) == 1
+    assert workers_for([tmp_path / "gone.parquet", *small], two) == 1  # a vanished file counts nothing

@@ -16,6 +16,7 @@ makes each worker call that function with the path before reading it: the tests'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -38,6 +39,9 @@ from pipeline.warehouse.schema import Column, Schema
 HOOK_ENV = "PIPELINE_READER_HOOK"
 _AHEAD = 8  # files read ahead of the one the caller waits for
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2  # this process may use
+# bytes to read before one more worker pays: a worker takes ~0.4 s of CPU to start (Python, pyarrow, DuckDB),
+# about what reading this much takes it, so a run of a few small files is read by one
+BYTES_PER_WORKER = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -196,8 +200,8 @@ class ReaderPool:
 
     def checked(self, paths: list[Path]) -> Iterator[reading.Checked]:
         if not self._threads:
-            self._threads = [threading.Thread(target=self._serve, daemon=True)
-                             for _ in range(min(self._limits.workers, max(1, len(paths))))]
+            count = workers_for(paths, self._limits)
+            self._threads = [threading.Thread(target=self._serve, daemon=True) for _ in range(count)]
             for thread in self._threads:
                 thread.start()
         submitted = 0
@@ -212,6 +216,15 @@ class ReaderPool:
                     self._ready.wait(0.1)
                 checked = self._done.pop(index)
             yield checked
+
+
+def workers_for(paths: list[Path], limits: ReaderLimits) -> int:
+    """How many workers read `paths`: limits.workers at most, one per file at most, one per BYTES_PER_WORKER."""
+    size = 0
+    for path in paths:
+        with contextlib.suppress(OSError):  # a file gone by now: its reader says so
+            size += path.stat().st_size
+    return max(1, min(limits.workers, len(paths), -(-size // BYTES_PER_WORKER)))
 
 
 # --- the worker side: `python -m pipeline.ingest.isolated` ---------------------------------------------------

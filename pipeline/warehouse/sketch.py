@@ -80,11 +80,13 @@ def quantiles(buckets: Sequence[int], counts: Sequence[int], fractions: Sequence
     return (v_lo + (h - lo) * (v_hi - v_lo)).tolist()
 
 
-@functools.lru_cache(maxsize=4096)
-def _as_decimal(fraction: float) -> tuple[int, int]:
-    """`fraction` as DuckDB reads it, the decimal its shortest repr writes, as an exact ratio of integers."""
-    exact = Fraction(repr(float(fraction)))
-    return exact.numerator, exact.denominator
+@functools.lru_cache(maxsize=64)
+def _as_decimals(fractions: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Each fraction as DuckDB reads it, the decimal its shortest repr writes, as exact ratios of integers
+    (numerators, denominators): a grid is read the same way for every histogram."""
+    exact = [Fraction(repr(float(f))) for f in fractions]
+    return (np.array([x.numerator for x in exact], dtype=np.int64),
+            np.array([x.denominator for x in exact], dtype=np.int64))
 
 
 def order_statistics(buckets: Sequence[int], counts: Sequence[int], fractions: Sequence[float],
@@ -95,9 +97,9 @@ def order_statistics(buckets: Sequence[int], counts: Sequence[int], fractions: S
     if sorted_ is None:
         return None
     values, ends = sorted_
-    n = int(ends[-1])
-    ks = [max(1, -(-n * top // bottom)) for top, bottom in map(_as_decimal, fractions)]
-    return values[np.searchsorted(ends, np.asarray(ks) - 1, side="right")].tolist()
+    tops, bottoms = _as_decimals(tuple(fractions))
+    ks = np.maximum(1, -(-int(ends[-1]) * tops // bottoms))  # exact integer ceilings, as the listed decimals give
+    return values[np.searchsorted(ends, ks - 1, side="right")].tolist()
 
 
 def widen(interval: tuple[float | None, float | None] | None,
