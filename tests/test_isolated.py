@@ -4,10 +4,13 @@ or allocates without bound rejects its own file with what happened; the run, and
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 from conftest import NOW, ROOT, counts, run_cli, valid_table, write
 
+from pipeline.ingest import isolated
 from pipeline.ingest.isolated import BYTES_PER_WORKER, ReaderLimits, workers_for
 from pipeline.ingest.run import ingest
 
@@ -86,3 +89,31 @@ def test_a_second_reader_starts_only_for_enough_bytes_to_pay_for_it(tmp_path):
     assert workers_for(big, two) == 2
     assert workers_for(big, ReaderLimits(workers=1)) == 1
     assert workers_for([tmp_path / "gone.parquet", *small], two) == 1  # a vanished file counts nothing
+
+
+def test_a_process_reuses_its_idle_reader_and_never_a_dead_one(tmp_path, db_path):
+    isolated._end_parked()  # none kept from an earlier test of this process
+    files = []
+    for i in range(3):
+        files.append(tmp_path / "land" / f"f{i}.parquet")
+        write(valid_table(100, seed=80 + i), files[-1])
+    first = ingest(db_path, [files[0].parent], now=NOW)
+    assert [r.status for r in first.files] == ["loaded"] * 3
+    (parked,) = isolated._parked  # one reader read the three small files, and waits for the next run
+    pid = parked._proc.pid
+    write(valid_table(100, seed=90), tmp_path / "more" / "g.parquet")
+    assert [r.status for r in ingest(db_path, [tmp_path / "more"], now=NOW).files] == ["loaded"]
+    assert [w._proc.pid for w in isolated._parked] == [pid]  # the same process read it
+    os.kill(pid, signal.SIGKILL)  # a parked reader that died (the OOM killer, say) is not handed a file
+    isolated._parked[0]._proc.wait()
+    write(valid_table(100, seed=91), tmp_path / "last" / "h.parquet")
+    assert [r.status for r in ingest(db_path, [tmp_path / "last"], now=NOW).files] == ["loaded"]
+    assert [w._proc.pid for w in isolated._parked] != [pid]
+    assert counts(db_path)["events"] == 500
+
+
+def test_a_reader_with_a_hook_is_not_kept(monkeypatch, tmp_path, db_path):
+    hooked(monkeypatch, tmp_path)
+    write(valid_table(100, seed=92), tmp_path / "land" / "good_a.parquet")
+    assert [r.status for r in ingest(db_path, [tmp_path / "land"], now=NOW).files] == ["loaded"]
+    assert isolated._parked == []  # the hook reads its environment, which the next run may change

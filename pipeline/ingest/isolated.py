@@ -7,7 +7,8 @@ processes (`python -m pipeline.ingest.isolated`), one file at a time each. A wor
 it a time limit per file. When a worker dies by a signal, exceeds the time or runs out of memory, its
 file is rejected (`reader crashed (SIGABRT): <its last words>`, `reader exceeded 60 s`,
 `reader exceeded 2 GB`) and the next file gets a fresh worker. DuckDB stages only files a worker has
-decoded whole.
+decoded whole. A run's workers that end it healthy are kept, idle, for the next run of the same process (a
+scheduler starts them once); a worker's stdin closes when its parent exits, and it exits too.
 
 The two sides speak JSON lines (never pickle: a worker that untrusted bytes have taken over must not
 be able to run code in the parent). The environment variable PIPELINE_READER_HOOK=<file.py>:<function>
@@ -16,6 +17,7 @@ makes each worker call that function with the path before reading it: the tests'
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -79,17 +81,24 @@ class _WorkerDied(Exception):
 
 
 class _Worker:
-    """One worker process, started on first use."""
+    """One worker process. Started for one run's readers, it is kept for the next run of this process while it is
+    healthy (_parked): a scheduler, or a test suite, pays its start once."""
 
-    def __init__(self, schema: Schema, decided: frozenset[str], limits: ReaderLimits):
-        self._limits = limits
+    def __init__(self, schema: Schema, limits: ReaderLimits, key: tuple):
+        self._limits, self.key = limits, key
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.ingest.isolated"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, start_new_session=True)  # a Ctrl-C in the terminal reaches the parent only
-        hello = {"columns": [[c.name, c.type, c.nullable] for c in schema.columns], "decided": sorted(decided),
-                 "memory_mb": limits.memory_mb}
-        self._send(hello)
+        self._send({"columns": [[c.name, c.type, c.nullable] for c in schema.columns], "memory_mb": limits.memory_mb})
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def decide(self, decided: frozenset[str], limits: ReaderLimits) -> None:
+        """A new run: the sha256s its manifest already holds (their files are hashed, not parsed), its time limit."""
+        self._limits = limits
+        self._send({"decided": sorted(decided)})
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self._proc.stdin is not None
@@ -139,12 +148,14 @@ class ReaderPool:
     def __init__(self, schema: Schema, decided: frozenset[str], limits: ReaderLimits | None = None):
         self._schema, self._decided = schema, decided
         self._limits = limits or ReaderLimits()
+        # a parked worker serves a run only if it was started the same way: the same columns and memory limit
+        self._key = (schema.columns, self._limits.memory_mb)
         self._jobs: queue.Queue[tuple[int, Path] | None] = queue.Queue()
         self._done: dict[int, reading.Checked] = {}
         self._ready = threading.Condition()
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._workers: set[_Worker] = set()  # alive now: close() ends them, and any wait on them
+        self._busy: set[_Worker] = set()  # reading a file now: close() kills them, ending any wait on them
 
     def __enter__(self) -> ReaderPool:
         return self
@@ -153,10 +164,10 @@ class ReaderPool:
         self.close()
 
     def close(self) -> None:
-        """End the workers (a file being read is abandoned) and their threads."""
+        """End the workers reading a file (it is abandoned) and the threads; idle workers are parked."""
         self._closed.set()
         with self._ready:
-            for worker in self._workers:
+            for worker in self._busy:
                 worker.kill()
         for _ in self._threads:
             self._jobs.put(None)
@@ -170,26 +181,24 @@ class ReaderPool:
             while (job := self._jobs.get()) is not None and not self._closed.is_set():
                 index, path = job
                 if worker is None:
-                    worker = _Worker(self._schema, self._decided, self._limits)
-                    with self._ready:
-                        self._workers.add(worker)
+                    worker = _unparked(self._key) or _Worker(self._schema, self._limits, self._key)
+                    worker.decide(self._decided, self._limits)
+                with self._ready:
+                    self._busy.add(worker)
                 try:
                     checked = _from_json(worker.check(path), self._schema)
                 except _WorkerDied as died:
-                    self._retire(worker)
-                    worker = None
+                    worker.close()
                     checked = self._rejected(path, died.reason)
                 with self._ready:
+                    self._busy.discard(worker)
+                    if not worker.alive():
+                        worker = None
                     self._done[index] = checked
                     self._ready.notify_all()
         finally:
             if worker is not None:
-                self._retire(worker)
-
-    def _retire(self, worker: _Worker) -> None:
-        with self._ready:
-            self._workers.discard(worker)
-        worker.close()
+                _park(worker)
 
     def _rejected(self, path: Path, reason: str) -> reading.Checked:
         """A file its reader died on: rejected with how, its sha256 kept so the same bytes are not read again."""
@@ -216,6 +225,44 @@ class ReaderPool:
                     self._ready.wait(0.1)
                 checked = self._done.pop(index)
             yield checked
+
+
+_parked: list[_Worker] = []  # idle workers of this process, all of one key (the last run's)
+_parking = threading.Lock()
+
+
+def _unparked(key: tuple) -> _Worker | None:
+    with _parking:
+        while _parked:
+            worker = _parked.pop()
+            if worker.key == key and worker.alive():
+                return worker
+            worker.close()
+    return None
+
+
+def _park(worker: _Worker) -> None:
+    """Keep an idle worker for the next run (a worker's stdin closes when this process ends, and it exits);
+    workers started another way, or past one per core, are ended."""
+    with _parking:
+        ending = [w for w in _parked if w.key != worker.key]
+        _parked[:] = [w for w in _parked if w.key == worker.key]
+        if worker.alive() and len(_parked) < CORES and not os.environ.get(HOOK_ENV):  # a hook reads its environment
+            _parked.append(worker)
+        else:
+            ending.append(worker)
+    for w in ending:
+        w.close()
+
+
+@atexit.register
+def _end_parked() -> None:
+    """At a normal exit (the CLI leaves by os._exit, and the workers by their stdin's end) the parked workers end
+    and are waited for, not left to the interpreter's finalizers."""
+    with _parking:
+        ending, _parked[:] = list(_parked), []
+    for worker in ending:
+        worker.close()
 
 
 def workers_for(paths: list[Path], limits: ReaderLimits) -> int:
@@ -251,9 +298,14 @@ def serve() -> None:
     limit = limits.memory_mb << 20
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     schema = Schema(0, "", tuple(Column(n, t, nullable) for n, t, nullable in hello["columns"]), ())
-    decided, hook = frozenset(hello["decided"]), _hook()
-    for line in sys.stdin:
-        path = Path(json.loads(line)["path"])
+    decided: frozenset[str] = frozenset()
+    hook = _hook()
+    for line in sys.stdin:  # ends when the parent closes it, or exits
+        message = json.loads(line)
+        if "decided" in message:  # a new run
+            decided = frozenset(message["decided"])
+            continue
+        path = Path(message["path"])
         try:
             checked = reading.check(path, schema, decided, before_read=hook)
         except MemoryError:
