@@ -141,18 +141,16 @@ def write(table: pa.Table, path: Path) -> Path:
 def counts(db_path: Path) -> dict[str, int]:
     con = duckdb.connect(str(db_path), read_only=True)
     try:
-        return {
-            "events": con.execute("SELECT count(*) FROM events").fetchone()[0],
-            "distinct_ids": con.execute("SELECT count(DISTINCT event_id) FROM events").fetchone()[0],
-            "quarantine": con.execute("SELECT count(*) FROM quarantine").fetchone()[0],
-            "files_loaded": con.execute("SELECT count(*) FROM files WHERE status = 'loaded'").fetchone()[0],
-            "accepted": con.execute("SELECT coalesce(sum(accepted), 0) FROM files").fetchone()[0],
-            "quarantined": con.execute("SELECT coalesce(sum(quarantined), 0) FROM files").fetchone()[0],
-            "duplicates": con.execute("SELECT coalesce(sum(duplicates), 0) FROM files").fetchone()[0],
-            "rows_read": con.execute("SELECT coalesce(sum(rows_read), 0) FROM files").fetchone()[0],
-        }
+        row = con.execute("""
+            SELECT (SELECT count(*) FROM events), (SELECT count(DISTINCT event_id) FROM events),
+                   (SELECT count(*) FROM quarantine), count(*) FILTER (WHERE status = 'loaded'),
+                   coalesce(sum(accepted), 0), coalesce(sum(quarantined), 0), coalesce(sum(duplicates), 0),
+                   coalesce(sum(rows_read), 0)
+            FROM files""").fetchone()
     finally:
         con.close()
+    return dict(zip(("events", "distinct_ids", "quarantine", "files_loaded", "accepted", "quarantined", "duplicates",
+                     "rows_read"), row, strict=True))
 
 
 def query(db_path: Path, sql: str) -> list[tuple]:

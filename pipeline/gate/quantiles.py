@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.common.config import Config
 from pipeline.common.registry import GATES
@@ -44,27 +45,46 @@ def _numbers(column: pa.ChunkedArray) -> np.ndarray:
 def segment_quantiles(engine: Any, params: dict[str, Any], config: Config) -> list[dict]:
     """Per side and segment (and task x bucket): each figure's p95 (`<figure>_p95`) and its order statistics over
     stats.QUANTILE_GRID (`<figure>_grid`), from the merged histograms (the SQL orders them by group and bin, so
-    each group's histogram is one slice of the bin and count columns)."""
+    each group's histogram is one slice of the bin and count columns: its values and cumulative counts are
+    computed for all groups at once)."""
     table = sqlfiles.arrow(engine, HISTOGRAMS_SQL, params)
-    columns = [table[k].to_pylist() for k in (*_KEY, "figure")]
-    bins, counts = _numbers(table["bin"]), _numbers(table["n"])
-    e = config.engine.sketch_relative_error
+    if table.num_rows == 0:
+        return []
+    names = (*_KEY, "figure")
+    starts = _group_starts([table[k].combine_chunks() for k in names])
+    at = np.asarray(starts, dtype=np.int64)  # as Arrow from its buffer: pa.array(list) would import pandas
+    firsts = table.select(list(names)).take(pa.Array.from_buffers(pa.int64(), len(at), [None, pa.py_buffer(at)]))
+    firsts = firsts.to_pylist()
+    bins, counts = _numbers(table["bin"]), _numbers(table["n"]).astype(np.int64)
+    values = sketch.bucket_values(bins, config.engine.sketch_relative_error)
+    running = np.cumsum(counts)
     rows: dict[tuple, dict] = {}
-    groups = list(zip(*columns, strict=True))
-    start = 0
-    for end in range(1, len(groups) + 1):
-        if end < len(groups) and groups[end] == groups[start]:
-            continue
-        *key, name = groups[start]
-        row = rows.setdefault(tuple(key), {**dict(zip(_KEY, key, strict=True)),
-                                           **{f"{f}_{part}": None for f in FIGURES for part in ("p95", "grid")}})
-        if name in FIGURES:
-            b, c = bins[start:end], counts[start:end]
-            p95 = sketch.quantiles(b, c, [P95], e)
-            row[f"{name}_p95"] = p95[0] if p95 else None
-            row[f"{name}_grid"] = sketch.order_statistics(b, c, stats.QUANTILE_GRID, e)
-        start = end
+    for start, end, first in zip(starts, [*starts[1:], table.num_rows], firsts, strict=True):
+        key = tuple(first[k] for k in _KEY)
+        row = rows.setdefault(key, {**first, **{f"{f}_{part}": None for f in FIGURES for part in ("p95", "grid")}})
+        row.pop("figure", None)
+        name = first["figure"]
+        before = running[start - 1] if start else 0
+        ends = running[start:end] - before  # the group's cumulative counts
+        if name in FIGURES and ends[-1] > 0:
+            row[f"{name}_p95"] = sketch.quantiles_of(values[start:end], ends, [P95])[0]
+            row[f"{name}_grid"] = sketch.order_statistics_of(values[start:end], ends, stats.QUANTILE_GRID)
     return list(rows.values())
+
+
+def _group_starts(columns: list[pa.Array]) -> list[int]:
+    """The rows where a group begins: the first, and each whose key (the columns, a null equal to a null) differs
+    from the row before it."""
+    n = len(columns[0])
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for column in columns:
+        this, before = column.slice(1), column.slice(0, n - 1)
+        unequal = pc.not_equal(this, before)  # null where either is null: false there (no scalar: it imports pandas)
+        differs = pc.or_(pc.and_kleene(unequal, pc.is_valid(unequal)), pc.xor(pc.is_null(this), pc.is_null(before)))
+        flags = pc.cast(differs, pa.uint8())  # read from its buffer: to_numpy would import pandas
+        change[1:] |= np.frombuffer(flags.buffers()[1], dtype=np.uint8, count=len(flags), offset=flags.offset) > 0
+    return np.flatnonzero(change).tolist()
 
 
 def arrival_lag(engine: Any, params: dict[str, Any], config: Config) -> dict[str, dict[str, float]] | None:

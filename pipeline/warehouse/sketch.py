@@ -69,9 +69,12 @@ def quantiles(buckets: Sequence[int], counts: Sequence[int], fractions: Sequence
               relative_error: float) -> list[float] | None:
     """quantile_cont at each fraction from one histogram (buckets in any order); None when it is empty."""
     sorted_ = _sorted(buckets, counts, relative_error)
-    if sorted_ is None:
-        return None
-    values, ends = sorted_
+    return None if sorted_ is None else quantiles_of(*sorted_, fractions)
+
+
+def quantiles_of(values: np.ndarray, ends: np.ndarray, fractions: Sequence[float]) -> list[float]:
+    """quantile_cont at each fraction from a histogram in bucket order: each bucket's value and the cumulative
+    count at its end (as _sorted gives them; not empty)."""
     n = int(ends[-1])
     h = (n - 1) * np.asarray(fractions, dtype=np.float64)
     lo, hi = np.floor(h), np.ceil(h)
@@ -94,9 +97,11 @@ def order_statistics(buckets: Sequence[int], counts: Sequence[int], fractions: S
     """quantile_disc at each fraction from one histogram: the value of the k-th smallest, k = max(1, ceil(n f))
     (DuckDB reads f as a decimal, so 0.81 x 300 is 243, not 244); None when the histogram is empty."""
     sorted_ = _sorted(buckets, counts, relative_error)
-    if sorted_ is None:
-        return None
-    values, ends = sorted_
+    return None if sorted_ is None else order_statistics_of(*sorted_, fractions)
+
+
+def order_statistics_of(values: np.ndarray, ends: np.ndarray, fractions: Sequence[float]) -> list[float]:
+    """order_statistics from a histogram in bucket order, as quantiles_of takes it."""
     tops, bottoms = _as_decimals(tuple(fractions))
     ks = np.maximum(1, -(-int(ends[-1]) * tops // bottoms))  # exact integer ceilings, as the listed decimals give
     return values[np.searchsorted(ends, ks - 1, side="right")].tolist()
