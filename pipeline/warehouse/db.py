@@ -12,6 +12,8 @@ command, start time) for the "held by" message.
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
 import json
 import os
 import re
@@ -148,17 +150,35 @@ def _open_waiting(path: Path, read_only: bool, config: dict | None,
     return _waiting(lambda: _open(path, read_only, config), wait)
 
 
+@functools.cache
+def _ddl() -> tuple[tuple[str, ...], str]:
+    """The statements that make the warehouse's tables and views, and their digest."""
+    texts = (events_ddl(load_schema()), sqlfiles.sql_file("ddl/tables").text, sqlfiles.sql_file("ddl/derived").text)
+    return texts, hashlib.sha256("\n".join(texts).encode()).hexdigest()
+
+
 def _create_tables(con: duckdb.DuckDBPyConnection, prepare: bool = True) -> None:
-    """The warehouse tables and views, in the connection's default database; `prepare` False: a run's
-    handle did that when it first opened the file (pipeline/warehouse/handle.py)."""
+    """The warehouse tables and views, in the connection's default database, unless this package's DDL was the
+    last applied there (run again, its views' CREATE OR REPLACE alone made every writer's close a checkpoint);
+    `prepare` False: a run's handle did that when it first opened the file (pipeline/warehouse/handle.py)."""
     if prepare:
-        con.execute(events_ddl(load_schema()))
-        con.execute(sqlfiles.sql_file("ddl/tables").text)
-        con.execute(sqlfiles.sql_file("ddl/derived").text)
+        texts, digest = _ddl()
+        if _applied_ddl(con) != digest:
+            for text in texts:
+                con.execute(text)
+            sqlfiles.run(con, "ddl/record_digest", {"digest": digest})
         runs.mark_aborted(con, utcnow())  # a writer opening the warehouse settles the runs whose process died
     if os.environ.get(FAULT_ENV) == "checkpoint":
         con.execute("SET checkpoint_threshold = '1b'")
         con.execute("SET debug_checkpoint_abort = 'before_header'")
+
+
+def _applied_ddl(con: duckdb.DuckDBPyConnection) -> str | None:
+    try:
+        rows = sqlfiles.run(con, "ddl/applied_digest").fetchall()
+    except duckdb.CatalogException:  # a new warehouse, or one made before the digest was kept
+        return None
+    return rows[0][0] if rows else None
 
 
 def scratch(threads: int | None = None) -> duckdb.DuckDBPyConnection:
