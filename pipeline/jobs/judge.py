@@ -19,7 +19,8 @@ from typing import Any
 
 from pipeline.common.config import Config
 from pipeline.delivery.alerts import on_change
-from pipeline.gate.evaluate import GateResult, evaluate_gate
+from pipeline.gate.evaluate import evaluate_gate
+from pipeline.gate.result import GateResult
 from pipeline.rollout import state as rollout_state
 from pipeline.rollout.history import Recorded, record_evaluation
 from pipeline.warehouse import db

@@ -24,7 +24,7 @@ from pipeline.common.errors import TransientError
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.stopping import Interrupted
 from pipeline.delivery.alerts import deliver, enqueue, sent_recently
-from pipeline.gate.evaluate import GateResult
+from pipeline.gate.result import GateResult
 from pipeline.gate.window import gate_window
 from pipeline.ingest import data_quality
 from pipeline.ingest.isolated import ReaderLimits

@@ -37,7 +37,8 @@ from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.registry import CLOUD_COMPARISONS, GateName
 from pipeline.common.vocabulary import Route, Status
 from pipeline.gate import stats
-from pipeline.gate.evaluate import GateResult, evaluate_gate, require_release
+from pipeline.gate.evaluate import evaluate_gate, require_release
+from pipeline.gate.result import GateResult
 from pipeline.rollout import state as rollout_state
 from pipeline.warehouse import db, sqlfiles
 from pipeline.warehouse.aggregate import budget_params, refresh_on, use_settings

@@ -36,7 +36,7 @@ from pipeline.common.config import Config
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GateName
 from pipeline.common.registry import label as gate_label
 from pipeline.common.vocabulary import BUCKETS, TIERS, Side, Status, Tier, Verdict
-from pipeline.gate.evaluate import GateCheck, GateResult, Segment
+from pipeline.gate.result import GateCheck, GateResult, Segment
 from pipeline.views.render import fmt_interval
 from pipeline.warehouse import sqlfiles
 
