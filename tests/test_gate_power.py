@@ -20,7 +20,8 @@ from conftest import run_cli
 from pipeline.common.config import load_config
 from pipeline.gate import evaluate as G
 from pipeline.gate import stats
-from pipeline.gate.evaluate import _test_outcomes, budget_split, evaluate_gate
+from pipeline.gate.decide import _test_outcomes, budget_split
+from pipeline.gate.evaluate import evaluate_gate
 from pipeline.gate.result import GateCheck
 from pipeline.planning.backtest import Sweep, merge, run_sweep
 from pipeline.planning.simulate import Population, generate

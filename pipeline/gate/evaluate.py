@@ -11,7 +11,7 @@ Two steps, in this order (docs/how-the-gate-decides.md):
    (prove_safe)), and what could not be judged (`short_of_data`,
    `inapplicable`). The unit of independence is the device: every rate carries
    its device-level variance (stats.DeviceRatio). No check has a status yet.
-2. decide (`decide`): one pass over all the checks of the evaluation. The error
+2. decide (pipeline/gate/decide.py): one pass over all the checks of the evaluation. The error
    budget alpha = 1 - confidence is split equally over the enforced gates that
    can cause a rollback on evidence of harm, then over each gate's tests;
    inside each (gate, test) family Holm runs across the checks tested. A
@@ -42,6 +42,7 @@ from pipeline.common.errors import UnknownRelease
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GATES, GateName
 from pipeline.common.vocabulary import Bucket, Side, Status, Verdict
 from pipeline.gate import assignment, cells, quantiles, source, stats
+from pipeline.gate.decide import budget_split, settle
 from pipeline.gate.figures import (
     COUNTS_SQL,
     DEVICE_DAYS_SQL,
@@ -69,9 +70,6 @@ P95 = quantiles.P95
 # on each test's own scale. Adoption: a loss of twice the tolerance; fallback excess: the margin;
 # weak-network latency: an edge p95 25 % slower than the cloud's (log scale).
 WEAK_LATENCY_TAU = math.log(1.25)
-# why a check failed when only this test rejected
-_TEST_NOTES = {"throttled_share": "throttled share above its ceiling", "excess": "fallback rate above the cloud's "
-               "by more than the margin", "ceiling": "fallback rate above its ceiling"}
 
 
 def _level_key(row: dict[str, Any]) -> tuple:
@@ -113,13 +111,6 @@ class _Figures:
 
 def _finite(*values: Any) -> bool:
     return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
-
-
-def _straddles(interval: tuple[float | None, float | None] | None, threshold: float | None) -> bool:
-    if not interval or threshold is None:
-        return False
-    lo, hi = interval
-    return (lo is None or lo <= threshold) and (hi is None or threshold < hi)
 
 
 class _Measure:
@@ -172,7 +163,7 @@ class _Measure:
             check.bounds = lambda a: stats.rate_bounds(r.k_eff, r.n_eff, a, self.sequential, w)
             check.interval_method = f"{kind} inverted: the rates no test at this alpha rejects"
         if r.devices < self.config.min_devices:
-            _add_note(check, f"only {r.devices} devices: their rows counted as fully correlated")
+            check.add_note(f"only {r.devices} devices: their rows counted as fully correlated")
         p1 = _twice_the_tolerance(p0, harm_above)
         if not safe and name == check.main_test and p1 is not None:
             check.sizing = Sizing(name, lambda a: _rows(stats.rate_units_needed(
@@ -184,7 +175,7 @@ class _Measure:
         if need is not None and r.n_eff < need and check.values_needed is None:
             check.values_needed = math.ceil(need * r.design_effect)
             check.short_of_data = True
-            _add_note(check, f"needs {check.values_needed:,} values for any decision ({int(r.n):,} now, "
+            check.add_note(f"needs {check.values_needed:,} values for any decision ({int(r.n):,} now, "
                              f"design effect {r.design_effect:.2f})")
 
     def _z_test(self, check: GateCheck, name: str, harm: float, var: float, tau: float, method: str,
@@ -603,11 +594,11 @@ class _Measure:
         check.extra["kept_traffic"] = {"segments_rolled_back": len(rolled), "measured": r.rate,
                                        "device_days": int(r.n), "devices": r.devices, "p_value": p}
         if math.isfinite(p) and p <= test.alpha:
-            _add_note(check, f"the edge traffic kept without the {len(rolled)} segments rolled back still has a "
+            check.add_note(f"the edge traffic kept without the {len(rolled)} segments rolled back still has a "
                              f"kill on {r.rate:.2%} of its device-days (p = {p:.2g})")
             return
         check.status = Status.PASS
-        _add_note(check, f"the excess is in the {len(rolled)} segments rolled back; the edge traffic kept has a kill "
+        check.add_note(f"the excess is in the {len(rolled)} segments rolled back; the edge traffic kept has a kill "
                          f"on {r.rate:.2%} of its device-days, not shown past the ceiling (p = {p:.2g})")
 
     def _day_share(self, name: str, gates: Any, key: tuple, k: str, what: str,
@@ -639,10 +630,6 @@ def _shown_or_open(shown: Callable[[float], float], x: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _add_note(check: GateCheck, text: str) -> None:
-    check.note = f"{check.note}; {text}" if check.note else text
-
-
 def _loss_bounds(strata: Sequence[stats.Stratum], alpha: float, tau: float,
                  sequential: bool) -> tuple[float | None, float | None]:
     """The relative adoption losses t that the stratified score test at theta = 1 - t does not reject at
@@ -668,120 +655,6 @@ _unmeasured = [g for g in GATE_NAMES if not callable(getattr(_Measure, g, None))
 assert not _unmeasured, f"gates of the registry without a measurement in gate/evaluate.py: {_unmeasured}"
 
 
-def budget_split(config: Config) -> dict[tuple[str, str], float]:
-    """alpha per (gate, test) family: 1 - confidence, split equally over the gates that can fail on
-    evidence of harm (enforced or held somewhere with burden prove_harm: a false hold stalls recovery), then
-    over each gate's tests. Observe gates and prove_safe gates are tested at the same share without spending
-    the budget: they never cause a false rollback on evidence (observe never blocks; prove_safe's errors are
-    false keeps)."""
-    alpha = 1 - config.statistics.confidence
-    every = [config.gates, *(config.task_overrides or {}).values()]
-    spending = [g for g in GATE_NAMES
-                if any(getattr(gs, g).mode in ("enforce", "hold") and getattr(gs, g).burden == "prove_harm"
-                       for gs in every)]
-    per_gate = alpha / max(1, len(spending))
-    return {(g, t): per_gate / len(BY_NAME[g].tests) for g in GATE_NAMES for t in BY_NAME[g].tests}
-
-
-def decide(checks: Sequence[GateCheck], config: Config) -> list[str]:
-    """Step 2: the status of every check of one evaluation, in one pass (pure: nothing is changed)."""
-    return _statuses(checks, _test_outcomes(checks, config))
-
-
-def _statuses(checks: Sequence[GateCheck], outcome: dict[tuple[int, str], tuple[float, bool]]) -> list[str]:
-    statuses = []
-    for i, check in enumerate(checks):
-        harm = any(outcome[(i, name)][1] for name, t in check.tests.items() if t.burden == "prove_harm")
-        unproven = any(not outcome[(i, name)][1] for name, t in check.tests.items()
-                       if t.burden == "prove_safe" and math.isfinite(t.p_value) and check.values_needed is None)
-        undecidable = any(not math.isfinite(t.p_value) for t in check.tests.values())
-        if check.inapplicable:
-            statuses.append(Status.NOT_APPLICABLE)
-        elif harm or unproven:
-            statuses.append(Status.FAIL)
-        elif check.short_of_data or undecidable or check.values_needed is not None or not check.tests:
-            statuses.append(Status.INSUFFICIENT_DATA)  # no evidence is never a pass
-        else:
-            statuses.append(Status.PASS)
-    return statuses
-
-
-def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[int, str], tuple[float, bool]]:
-    """(index of the check, test name) -> (the level it was tested at, rejected). Each prove_harm family gets
-    its gate's alpha. When the family has a release-wide check, a graphical gatekeeping procedure (Bretz et
-    al. 2009): the release-wide check first at primary_share x alpha; the segment checks by Holm at the rest,
-    or, once the release-wide check rejects, by Benjamini-Hochberg at the whole alpha (which segments roll
-    back is then a partial rollback: FDR among them); if every segment check rejects at its Holm level, the
-    release-wide check is retested at the whole alpha. Without one, Holm over the segment checks. Each
-    prove_safe test at the family's share on its own."""
-    split = budget_split(config)
-    families: dict[tuple[str, str], dict[int, float]] = {}
-    out: dict[tuple[int, str], tuple[float, bool]] = {}
-    for i, check in enumerate(checks):
-        for name, t in check.tests.items():
-            level = split[(check.gate, name)]
-            if t.burden == "prove_harm" and check.values_needed is None:
-                families.setdefault((check.gate, name), {})[i] = t.p_value
-            else:
-                alpha = 1 - config.statistics.confidence if t.burden == "prove_safe" else level
-                out[(i, name)] = (alpha, math.isfinite(t.p_value) and t.p_value <= alpha)
-    for (gate, name), ps in families.items():
-        alpha = split[(gate, name)]
-        primary = [i for i in ps if checks[i].release_wide]
-        segments = {i: p for i, p in ps.items() if not checks[i].release_wide}
-        if not primary:
-            _holm_into(out, name, segments, alpha)
-            continue
-        first, share = primary[0], config.statistics.primary_share
-        p0 = ps[first]
-        if math.isfinite(p0) and p0 <= share * alpha:
-            out[(first, name)] = (share * alpha, True)
-            rejected, levels = stats.benjamini_hochberg(segments, alpha), stats.bh_levels(segments, alpha)
-            for i in segments:
-                out[(i, name)] = (levels.get(i, alpha), i in rejected)
-            continue
-        out[(first, name)] = (share * alpha, False)
-        rejected = _holm_into(out, name, segments, (1 - share) * alpha)
-        finite = [i for i, p in segments.items() if math.isfinite(p)]
-        if finite and all(i in rejected for i in finite):  # the segments pass their alpha back
-            out[(first, name)] = (alpha, math.isfinite(p0) and p0 <= alpha)
-    return out
-
-
-def _holm_into(out: dict[tuple[int, str], tuple[float, bool]], name: str, ps: dict[int, float],
-               alpha: float) -> set:
-    rejected, levels = stats.holm(ps, alpha), stats.holm_levels(ps, alpha)
-    for i in ps:
-        out[(i, name)] = (levels.get(i, alpha), i in rejected)
-    return rejected
-
-
-def _settle(checks: Sequence[GateCheck], config: Config, days_observed: float = 0.0) -> None:
-    outcome = _test_outcomes(checks, config)
-    for i, (check, status) in enumerate(zip(checks, _statuses(checks, outcome), strict=True)):
-        check.status = status
-        for name, t in check.tests.items():
-            t.alpha, t.rejected = outcome[(i, name)]
-        finite = [t.p_value for t in check.tests.values() if math.isfinite(t.p_value)]
-        check.p_value = min(finite) if finite else None
-        by_test = [name for name, t in check.tests.items() if t.rejected and t.burden == "prove_harm"]
-        if status == Status.FAIL and by_test and by_test[0] in _TEST_NOTES:
-            _add_note(check, _TEST_NOTES[by_test[0]])
-        _draw_interval(check, outcome.get((i, check.main_test), (None, False))[0], config)
-    _size(checks, config, days_observed)
-
-
-def _draw_interval(check: GateCheck, alpha: float | None, config: Config) -> None:
-    """The interval shown beside the decision: the check's test inverted at the level it was tested at (for
-    a check short of data, at the level its family would give it first), and the borderline mark from it."""
-    if check.bounds is None:
-        return
-    if alpha is None:
-        alpha = budget_split(config)[(check.gate, check.main_test)]
-    check.interval, check.interval_alpha = check.bounds(alpha), alpha
-    check.borderline = _straddles(check.interval, check.threshold)
-
-
 def _twice_the_tolerance(p0: float, harm_above: bool) -> float | None:
     """The rate a one-sample rate gate's devices_to_detect is sized for: a ceiling p0 doubled, or a floor
     p0 with twice the shortfall from 1 it allows (detected share 0.90: 0.80); None outside (0, 1)."""
@@ -791,32 +664,6 @@ def _twice_the_tolerance(p0: float, harm_above: bool) -> float | None:
 
 def _rows(effective: int | None, design_effect: float) -> int | None:
     return None if effective is None else math.ceil(effective * design_effect)
-
-
-def _size(checks: Sequence[GateCheck], config: Config, days_observed: float) -> None:
-    """devices_to_detect (Sizing), at the level the sized test was tested at: how many edge devices, and
-    how many more nights at the inflow so far (devices seen / days observed), until a regression of twice
-    the tolerance is caught with DETECT_POWER, with the design effects and cloud share observed."""
-    for c in checks:
-        if c.sizing is None or c.sizing.test not in c.tests or not c.sizing.devices or not c.sizing.units:
-            continue
-        test = c.tests[c.sizing.test]
-        alpha = test.alpha or budget_split(config)[(c.gate, c.sizing.test)]
-        units = c.sizing.units_at(alpha)
-        if units is None:
-            continue
-        now = c.sizing.devices
-        devices = math.ceil(units * now / c.sizing.units)
-        more = max(0, devices - now)
-        c.extra["devices_to_detect"] = devices
-        c.extra["more_devices_to_detect"] = more
-        inflow = now / days_observed if days_observed > 0 else 0.0
-        c.extra["nights_to_detect"] = math.ceil(more / inflow) if more and inflow else 0
-        if c.sizing.past and c.status != Status.FAIL and not test.rejected:
-            wait = (f"about {more:,} more edge devices (~{c.extra['nights_to_detect']:,} nights at the current "
-                    "inflow)" if more else "more nights of the same devices")
-            _add_note(check=c, text=f"past the threshold but not yet significant at alpha {alpha * 100:.2g}%: {wait} "
-                                    f"would catch {c.sizing.catches} with {DETECT_POWER * 100:.0f} % power")
 
 
 def returning_devices(con: Any, params: dict[str, Any], config: Config) -> dict[tuple, dict[str, Any]] | None:
@@ -846,7 +693,7 @@ def judge_sums(config: Config, device_days: dict[tuple, dict[str, Any]] | None =
         checks += [measure.retention({"task": k[0], "device_tier": k[1]}, config.gates)
                    for k in dict.fromkeys(key for _, key in returning if key)]
         checks.append(measure.release_retention())
-    _settle(checks, config)
+    settle(checks, config)
     return checks
 
 
@@ -929,7 +776,7 @@ def _evaluate(con: Any, release: str, config: Config, as_of: datetime, now: date
                                    "engine": quantiles.engine_name(con)},
                         held_back_hours=config.completeness_lag_hours,
                         arrival_lag=quantiles.arrival_lag(con, params, config))
-    _settle(result.checks(), config, _days_observed(con, params))
+    settle(result.checks(), config, _days_observed(con, params))
     if segments:
         result.assignment = assignment.check(con, params, config, declared_by)
         assignment.apply([(s.task, s.device_tier, c) for s in segments for c in s.checks.values()]

@@ -76,7 +76,7 @@ class GateCheck:
     short_of_data: bool = False
     inapplicable: bool = False
     release_wide: bool = False  # the gate's primary hypothesis (graphical gatekeeping in decide())
-    # the decision's interval at a given alpha (the test inverted); set by measurement, applied by _settle
+    # the decision's interval at a given alpha (the test inverted); set by measurement, applied by decide.settle
     bounds: Callable[[float], tuple[float | None, float | None] | None] | None = field(
         default=None, repr=False, compare=False)
     main_test: str = ""  # the test whose level the interval is drawn at
@@ -88,6 +88,9 @@ class GateCheck:
     @property
     def blocks(self) -> bool:
         return self.mode == "enforce" and self.status == Status.FAIL
+
+    def add_note(self, text: str) -> None:
+        self.note = f"{self.note}; {text}" if self.note else text
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("status", "mode", "burden", "measured", "threshold", "baseline",
