@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import jsonschema
 import pytest
 import referencing
-from conftest import DEMO_AS_OF, ROOT
+from conftest import DEMO_AS_OF, ROOT, run_cli
 
 from pipeline.common.output_schema import OUTPUTS, SCHEMA_VERSION, schema
 
@@ -23,8 +22,8 @@ def _validator(name: str) -> jsonschema.Draft202012Validator:
 
 
 def _pipeline(cwd, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+    """The command in this process (its JSON is under test, not its process): conftest.run_cli."""
+    return run_cli(*args, cwd=cwd)
 
 
 def test_gate_json_and_routing_table_validate(demo_dir):
