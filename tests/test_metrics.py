@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from conftest import ROOT, program, run_cli
@@ -33,14 +35,23 @@ def test_nightly_writes_metrics_promtool_accepts_and_a_failed_run_keeps_the_last
     prom = tmp_path / "textfile" / "edge_pipeline.prom"
     good = _config(tmp_path, f"[{{kind: jsonl, path: '{tmp_path / 'alerts.jsonl'}'}}]", prom)
     db_file = str(tmp_path / "t.duckdb")
+    before = time.time()
     done = run_cli("nightly", "--landing", str(ROOT / "sample_logs"), "--db", db_file, "--config", str(good),
                    "--as-of", "2026-12-01")
+    after = time.time()
     assert done.returncode == 0, done.stderr
     check = subprocess.run([program("promtool"), "check", "metrics"], input=prom.read_text(), capture_output=True,
                            text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     first = _metrics(prom.read_text())
-    assert first["edge_pipeline_last_success_timestamp_seconds"] == 1796083200.0  # 2026-12-01T00:00:00Z
+    # bookkeeping is on the wall clock, whatever --as-of judged by (else the staleness rule fires after a backfill)
+    assert before - 1 <= first["edge_pipeline_last_success_timestamp_seconds"] <= after + 1
+    assert 0.5 < first["edge_pipeline_last_run_duration_seconds"] <= after - before + 1
+    shown = json.loads(run_cli("runs", "--db", db_file, "--format", "json").stdout)
+    assert shown[0]["as_of"].startswith("2026-12-01") and shown[0]["status"] == "ok", shown
+    started, finished = (datetime.fromisoformat(shown[0][k]).replace(tzinfo=UTC).timestamp()
+                         for k in ("started_at", "finished_at"))
+    assert before - 1 <= started < finished <= after + 1
     assert first["edge_pipeline_last_run_ok"] == 1.0
     assert (first["edge_pipeline_rows_read_total"], first["edge_pipeline_rows_loaded_total"],
             first["edge_pipeline_rows_quarantined_total"], first["edge_pipeline_rows_duplicated_total"]) == (

@@ -247,10 +247,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     with db.reading(_db(args)) as con:
         cur = sqlfiles.run(con, "ingest/recent_runs", {"limit": args.limit})
         columns = [d[0] for d in cur.description][:-3]
+        status, error = columns.index("status"), columns.index("error")
         rows = []
         for *row, pid, host, proc_start in cur.fetchall():  # a run whose process died reads as aborted at once
-            if row[4] == "running" and not alive(pid, host, proc_start):
-                row[4], row[5] = "aborted", aborted_text(pid)
+            if row[status] == "running" and not alive(pid, host, proc_start):
+                row[status], row[error] = "aborted", aborted_text(pid)
             rows.append(tuple(row))
     print(rows_as(_format(args), columns, rows))
     return Exit.OK

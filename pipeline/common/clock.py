@@ -4,8 +4,10 @@ is read through `now()`, so a replay gives the same result on any day.
 
 `--as-of T` on a command pins it to T for that command: the demo, a backfill and
 a test then do not depend on the wall clock. Without it, production runs read
-the wall clock and still reject events from the future. Durations and the
-holder line of a lock are wall-clock facts and use `wall()`.
+the wall clock and still reject events from the future. When a run started and
+ended (`pipeline runs`, the metrics file), durations and the holder line of a
+lock are wall-clock facts and use `wall()`: a backfill with `--as-of` is
+recorded as run today, judging an earlier day (the runs table's `as_of`).
 """
 
 from __future__ import annotations

@@ -91,13 +91,14 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
     """`engine`: None for DuckDB, else a SparkEngine (pipeline/warehouse/spark/engine.py): events, rollups and
     the gate's SQL on Spark; the run, the manifest, evaluations, rollout state and alerts in the DuckDB file
     either way. One warehouse handle for the whole run (pipeline/warehouse/handle.py): every step gets it."""
-    pinned = as_of
-    as_of = now = clock.now(pinned)  # one moment for the run: ingest's future-event rule, the window, the stamps
+    # one moment the run judges by (ingest's future-event rule, the window, what it stores); the run's own start
+    # and end are wall-clock facts, so `runs` and the metrics tell when it really ran and for how long
+    as_of = now = clock.now(as_of)
     results: list[GateResult] = []
     with Warehouse(db_path, kind) as wh:
         with wh.writing() as con:  # opening it marks the runs whose process died (pipeline/warehouse/runs.py)
-            run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": now,
-                                                                   **runs.identity()}).fetchone()[0])
+            run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": clock.wall(),
+                                                                   "as_of": as_of, **runs.identity()}).fetchone()[0])
         try:
             t = time.perf_counter()
             if engine is not None:
@@ -181,7 +182,7 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             summary = {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in run.steps.items()}
             with wh.writing() as con:
                 sqlfiles.run(con, "ingest/finish_run", {
-                    "run_id": run.run_id, "finished_at": clock.now(pinned), "status": run.status,
+                    "run_id": run.run_id, "finished_at": clock.wall(), "status": run.status,
                     "summary": json.dumps({"steps": summary, "verdicts": run.verdicts,
                                            "data_quality": run.data_quality}, default=str),
                     "error": run.error})

@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS runs (
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid INTEGER;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS proc_start BIGINT;
+-- the moment the run judged by (`--as-of`, else its start); started_at and finished_at are always the wall clock
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS as_of TIMESTAMP;
 CREATE TABLE IF NOT EXISTS alerts (
     alert_id      VARCHAR NOT NULL,      -- stable: the receiver's idempotency key
     sink          VARCHAR NOT NULL,      -- the sink's name (alerts.sinks; its kind when unnamed)
