@@ -178,18 +178,36 @@ def test_extra_columns_ms_and_zoned_timestamps_and_missing_optional_columns(tmp_
 
 
 def test_json_output_and_exit_code_from_the_real_command(tmp_path, db_path):
+    """A rejected file is a data-quality alarm for `ingest` as for `nightly` (exit 4), so a CI script notices;
+    a landing that does not exist is a usage error that creates no warehouse."""
     write(valid_table(120, seed=10), tmp_path / "land" / "a.parquet")
     (tmp_path / "land" / "b.parquet").write_bytes(b"nope")
     proc = run_cli("ingest", "--db", str(db_path), "--json", str(tmp_path / "land"))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 4, proc.stderr
     out = json.loads(proc.stdout)
     assert (out["files"], out["accepted"], out["quarantined"], out["duplicates"]) == (2, 120, 0, 0)
     assert [Path(r["path"]).name for r in out["rejected_files"]] == ["b.parquet"]
     assert out["skipped_files"] == []
+    assert len(out["data_quality"]) == 1
+    assert out["data_quality"][0].startswith(f"1 of 2 files rejected: {tmp_path / 'land' / 'b.parquet'}: not a ")
 
-    missing = run_cli("ingest", "--db", str(db_path), str(tmp_path / "nowhere"))
+    write(valid_table(50, seed=11), tmp_path / "clean" / "c.parquet")
+    clean = run_cli("ingest", "--db", str(db_path), str(tmp_path / "clean"))
+    assert clean.returncode == 0 and "DATA QUALITY" not in clean.stdout, clean.stdout + clean.stderr
+
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "d.parquet").write_bytes(b"PAR1 not really")
+    fresh = tmp_path / "fresh.duckdb"
+    rejected = run_cli("ingest", "--db", str(fresh), str(tmp_path / "corrupt"))
+    assert rejected.returncode == 4, rejected.stdout + rejected.stderr
+    assert rejected.stdout.splitlines()[-1].startswith(
+        f"DATA QUALITY: 1 of 1 files rejected: {tmp_path / 'corrupt' / 'd.parquet'}: "), rejected.stdout
+
+    nowhere = tmp_path / "new.duckdb"
+    missing = run_cli("ingest", "--db", str(nowhere), str(tmp_path / "nowhere"))
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"pipeline ingest: error: no such file or folder: {tmp_path / 'nowhere'}"
+    assert not nowhere.exists() and not Path(f"{nowhere}.wal").exists()
 
 
 def test_second_writer_gets_a_plain_message_and_exit_2(tmp_path, db_path):

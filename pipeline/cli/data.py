@@ -47,6 +47,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from pipeline.common import clock
+    from pipeline.ingest.data_quality import batch_problems
     from pipeline.ingest.run import DEFAULT_BATCH_ROWS, ingest
     from pipeline.warehouse.handle import Warehouse
 
@@ -64,12 +66,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                             batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, reader=_reader_limits(args),
                             landing=config.landing, relist=args.relist)
         rollup = _refresh_rollup(args, config, spark=spark, warehouse=wh)
+    loaded = result.to_dict()
+    found = batch_problems(loaded, config, clock.now(_as_of(args)))
     if args.json:
-        _emit_json({**result.to_dict(), "rollup": rollup.to_dict()})
+        _emit_json({**loaded, "rollup": rollup.to_dict(), "data_quality": [p["text"] for p in found]})
     else:
         print(result)
         print(rollup)
-    return Exit.OK
+        for problem in found:
+            print(f"DATA QUALITY: {problem['text']}")
+    return Exit.DATA_QUALITY if found else Exit.OK
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:

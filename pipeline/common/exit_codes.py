@@ -27,8 +27,8 @@ MEANING: dict[Exit, str] = {
     Exit.ERROR: "a usage or input error (bad path, bad config, unknown release, database held by another writer), "
                 "or any failure of the tool itself. A crash never exits 1.",
     Exit.INSUFFICIENT: "`gate` only, `insufficient_data`",
-    Exit.DATA_QUALITY: "`nightly` only, a data-quality alarm: the job ran, but files were rejected, too many rows "
-                       "were quarantined, or nothing new arrived for days (see "
+    Exit.DATA_QUALITY: "`nightly` and `ingest`, a data-quality alarm: the job ran, but files were rejected or too "
+                       "many rows were quarantined, or (`nightly`) nothing new arrived for days (see "
                        "[docs/nightly.md](docs/nightly.md#data-quality-alarms))",
     Exit.SINK_FAILED: "`alerts test` only, a sink did not take the test alert (each sink's line says why)",
     Exit.TIME_LIMIT: "`sql` or `query`, the statement ran past its time limit and was stopped (as `timeout(1)` does)",
@@ -38,7 +38,7 @@ MEANING: dict[Exit, str] = {
 
 # `pipeline --help`'s one line
 SUMMARY = ("exit codes: 0 ok / keep_edge, 1 rollback (gate only), 2 usage or input error or any failure, "
-           "3 insufficient data (gate only), 4 data-quality alarm (nightly only), 5 a sink refused (alerts "
+           "3 insufficient data (gate only), 4 data-quality alarm (nightly, ingest), 5 a sink refused (alerts "
            "test only), 124 sql/query time limit, 130 stopped by a signal")
 
 BY_VERDICT: dict[Verdict, Exit] = {

@@ -39,10 +39,9 @@ def non_parquet_files(landing: Path) -> list[Path]:
                   and not any(part.startswith(".") for part in p.relative_to(landing).parts))
 
 
-def problems(con: Any, landing: Path | str, ingested: dict[str, Any], config: Config,
-             now: datetime) -> list[dict[str, Any]]:
-    """What is wrong with the data of one run (ingested: IngestResult.to_dict()); [] when nothing is.
-    Each problem: kind, a one-line text, and the key that tells one occurrence from another."""
+def batch_problems(ingested: dict[str, Any], config: Config, now: datetime) -> list[dict[str, Any]]:
+    """What is wrong with the files one ingest read: files rejected, too many rows quarantined. `pipeline ingest`
+    exits 4 on these, as `nightly` does."""
     a = config.alerts
     found = []
     rejected = ingested["rejected_files"]
@@ -58,6 +57,15 @@ def problems(con: Any, landing: Path | str, ingested: dict[str, Any], config: Co
                       "text": f"{quarantined:,} of {read:,} rows read were quarantined ({quarantined / read:.1%}, "
                               f"above alerts.max_quarantined_share {a.max_quarantined_share:.0%}); "
                               "see pipeline query quarantine_reasons"})
+    return found
+
+
+def problems(con: Any, landing: Path | str, ingested: dict[str, Any], config: Config,
+             now: datetime) -> list[dict[str, Any]]:
+    """What is wrong with the data of one run (ingested: IngestResult.to_dict()); [] when nothing is.
+    Each problem: kind, a one-line text, and the key that tells one occurrence from another."""
+    a = config.alerts
+    found = batch_problems(ingested, config, now)
     if isinstance(landing, Path):
         others = [str(p) for p in non_parquet_files(landing)]
         count = len(others)
