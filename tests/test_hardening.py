@@ -193,12 +193,14 @@ def test_links_out_of_the_landing_folder_are_refused_by_name_and_never_opened(tm
     os.mkfifo(land / "pipe.parquet")
 
     done = run_cli("ingest", "--db", str(db_path), str(land), timeout=180)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr  # files rejected: the data-quality alarm
     lines = done.stdout.splitlines()
     assert lines[0] == "7 files: 1 loaded, 1 rejected, 0 already ingested, 5 refused"
     assert lines[1] == "300 rows read: 300 accepted, 0 quarantined, 0 duplicates"
     assert lines[2].startswith(f"  rejected {land}/bad\\nname.parquet: not a readable Parquet file: ")
     outside_real = os.path.realpath(outside)
+    assert lines[-1].startswith(f"DATA QUALITY: 1 of 7 files rejected: {land}/bad\\nname.parquet: not a readable ")
+    lines = lines[:-1]
     assert sorted(lines[3:-1]) == sorted([
         f"  refused  {land}/elsewhere: a link to a folder outside the landing folder {land} ({outside_real}); "
         "not read",
@@ -217,7 +219,7 @@ def test_links_out_of_the_landing_folder_are_refused_by_name_and_never_opened(tm
     assert counts(db_path)["events"] == 300
 
     again = run_cli("ingest", "--db", str(db_path), "--json", str(land), timeout=180)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 4, again.stderr  # the bad file is still there, still rejected
     out = json.loads(again.stdout)
     assert sorted(Path(f["path"]).name for f in out["refused_files"]) == [
         "elsewhere", "link-to-other.parquet", "passwd.parquet", "pipe.parquet", "trap.parquet"]

@@ -113,7 +113,7 @@ def test_a_rejected_file_is_remembered_by_hash_with_its_footer_row_count(tmp_pat
     first = run_cli(*args)
     second = run_cli(*args)
 
-    assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
+    assert (first.returncode, second.returncode) == (4, 4), first.stderr + second.stderr  # still rejected: alarm
     garbage, no_total = land / "garbage.parquet", land / "no_total.parquet"
     garbage_reason = [line for line in first.stdout.splitlines() if line.startswith(f"  rejected {garbage}: ")][0]
     assert garbage_reason.startswith(f"  rejected {garbage}: not a readable Parquet file: ")
@@ -146,7 +146,7 @@ def test_a_flipped_byte_in_a_checksummed_page_rejects_the_file(tmp_path, db_path
 
     proc = run_cli("ingest", "--db", str(db_path), "--as-of", AS_OF, str(path))
 
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 4, proc.stderr  # the data-quality alarm for the rows quarantined
     assert proc.stdout.splitlines()[:3] == [
         "1 files: 0 loaded, 1 rejected, 0 already ingested",
         "0 rows read: 0 accepted, 0 quarantined, 0 duplicates",
@@ -171,7 +171,7 @@ def test_a_raising_expectation_is_named_with_its_own_message_and_gx_logs_stay_of
 
     proc = run_tree(root, "ingest", "--db", str(db_path), "--as-of", AS_OF, str(path))
 
-    assert proc.returncode == 0
+    assert proc.returncode == 4  # the data-quality alarm for the rows quarantined
     assert proc.stderr == f"pipeline ingest: created a new warehouse at {db_path}\n"  # nothing from GX
     assert proc.stdout.splitlines()[:3] == [
         "1 files: 0 loaded, 1 rejected, 0 already ingested",

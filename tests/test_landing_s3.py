@@ -310,7 +310,7 @@ def test_a_corrupt_object_is_rejected_with_its_reason_and_not_fetched_again(s3, 
     put(s3, bucket, "up/dt=2026-12-01/table.parquet", b"event_id,release\n1,4.12\n", tmp_path)
     db = tmp_path / "t.duckdb"
     done = ingest(f"s3://{bucket}/up/", db, s3_endpoint)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr  # a rejected object: the data-quality alarm
     lines = done.stdout.splitlines()
     assert lines[1] == "3 files: 1 loaded, 2 rejected, 0 already ingested"
     rejected = [line for line in lines if line.startswith("  rejected")]

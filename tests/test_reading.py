@@ -158,7 +158,7 @@ def test_encrypted_files_are_rejected_up_front_and_the_good_file_beside_them_loa
     write(valid_table(300, seed=61), land / "good.parquet")
     db_path = tmp_path / "t.duckdb"
     done = run_cli("ingest", "--db", str(db_path), "--json", "--as-of", NOW.isoformat(), str(land))
-    assert done.returncode == 0, done.stderr  # not -6 (SIGABRT)
+    assert done.returncode == 4, done.stderr  # the data-quality alarm for the rejected file; not -6 (SIGABRT)
     import json
 
     result = json.loads(done.stdout)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.common.config import Config
+from pipeline.ingest.landing import shown
 from pipeline.warehouse import sqlfiles
 
 ALL_RELEASES = "*"  # the alerts table's release for an alert about the data, not one release
@@ -49,8 +50,8 @@ def batch_problems(ingested: dict[str, Any], config: Config, now: datetime) -> l
         first = rejected[0]
         more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
         found.append({"kind": "rejected_files", "key": sorted(r["path"] for r in rejected),
-                      "text": f"{len(rejected)} of {ingested['files']} files rejected: {first['path']}: "
-                              f"{first['reason']}{more}"})
+                      "text": f"{len(rejected)} of {ingested['files']} files rejected: {shown(first['path'])}: "
+                              f"{shown(first['reason'])}{more}"})
     read, quarantined = ingested["rows_read"], ingested["quarantined"]
     if read and quarantined / read > a.max_quarantined_share:
         found.append({"kind": "quarantined_share", "key": [now.isoformat()],
