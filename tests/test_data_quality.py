@@ -49,7 +49,7 @@ def test_a_landing_folder_whose_files_are_all_rejected_raises_the_alarm(tmp_path
     assert out[start + 1].startswith(f"- 2 of 2 files rejected: {land / 'garbage.parquet'}: not a readable Parquet")
     assert out[start + 1].endswith(" (and 1 more)")
     assert out[start + 2:start + 4] == [
-        f"- 1 files in {land} are not Parquet and were not read (e.g. events.csv); convert them: duckdb -c "
+        f"- 1 file in {land} are not Parquet and were not read (e.g. events.csv); convert them: duckdb -c "
         f"\"COPY (FROM read_csv_auto('{land / 'events.csv'}')) TO '{land / 'events.parquet'}' (FORMAT parquet)\"",
         f"- no telemetry file has ever loaded (landing folder {land})"]
     assert "  DATA QUALITY: 2 of 2 files rejected: " in proc.stdout

@@ -201,7 +201,7 @@ def test_json_output_and_exit_code_from_the_real_command(tmp_path, db_path):
     rejected = run_cli("ingest", "--db", str(fresh), str(tmp_path / "corrupt"))
     assert rejected.returncode == 4, rejected.stdout + rejected.stderr
     assert rejected.stdout.splitlines()[-1].startswith(
-        f"DATA QUALITY: 1 of 1 files rejected: {tmp_path / 'corrupt' / 'd.parquet'}: "), rejected.stdout
+        f"DATA QUALITY: 1 of 1 file rejected: {tmp_path / 'corrupt' / 'd.parquet'}: "), rejected.stdout
 
     nowhere = tmp_path / "new.duckdb"
     missing = run_cli("ingest", "--db", str(nowhere), str(tmp_path / "nowhere"))

@@ -148,7 +148,7 @@ def test_a_flipped_byte_in_a_checksummed_page_rejects_the_file(tmp_path, db_path
 
     assert proc.returncode == 4, proc.stderr  # the data-quality alarm for the rows quarantined
     assert proc.stdout.splitlines()[:3] == [
-        "1 files: 0 loaded, 1 rejected, 0 already ingested",
+        "1 file: 0 loaded, 1 rejected, 0 already ingested",
         "0 rows read: 0 accepted, 0 quarantined, 0 duplicates",
         f"  rejected {path}: not a readable Parquet file: could not verify page integrity, "
         "CRC checksum verification failed for page_ordinal 0",
@@ -174,7 +174,7 @@ def test_a_raising_expectation_is_named_with_its_own_message_and_gx_logs_stay_of
     assert proc.returncode == 4  # the data-quality alarm for the rows quarantined
     assert proc.stderr == f"pipeline ingest: created a new warehouse at {db_path}\n"  # nothing from GX
     assert proc.stdout.splitlines()[:3] == [
-        "1 files: 0 loaded, 1 rejected, 0 already ingested",
+        "1 file: 0 loaded, 1 rejected, 0 already ingested",
         "0 rows read: 0 accepted, 0 quarantined, 0 duplicates",
         f"  rejected {path}: validator error: rule mem_class_gb_in_set: Great Expectations could not evaluate it: "
         "(_duckdb.ConversionException) Conversion Error: Could not convert string 'eight' to INT32",

@@ -455,7 +455,7 @@ def test_nightly_reads_a_bucket_landing(s3, bucket, s3_endpoint, tmp_path):
     run = json.loads(done.stdout)
     assert run["status"] == "ok"
     assert run["steps"]["ingest"]["loaded_files"] == 4 and run["steps"]["ingest"]["rows_read"] == 36_000
-    assert run["data_quality"] == [f"1 files in s3://{bucket}/up/ are not Parquet and were not read (e.g. "
+    assert run["data_quality"] == [f"1 file in s3://{bucket}/up/ are not Parquet and were not read (e.g. "
                                    f"export.csv); convert them: duckdb -c \"COPY (FROM read_csv_auto('s3://{bucket}/"
                                    f"up/dt=2026-12-01/export.csv')) TO 's3://{bucket}/up/dt=2026-12-01/export.parquet'"
                                    " (FORMAT parquet)\""]

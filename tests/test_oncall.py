@@ -271,3 +271,21 @@ def test_every_command_shows_an_example_and_simulate_lists_its_scenarios():
     for name, parser in sub.choices.items():
         assert re.search(rf"\nexamples:\n  pipeline {name}\b", parser.format_help()), name
     assert ", ".join(SCENARIOS) in " ".join(cli("simulate", "--help").stdout.split())
+
+
+def test_tables_print_words_cut_wide_cells_and_a_closed_pipe_ends_silently(demo):
+    assert gate(demo).returncode == 1  # stores 4.12's evaluation for `history`
+    rows = cli("history", "--db", str(demo), "--release", "4.12", "--format", "csv").stdout.splitlines()
+    assert rows[0].startswith("evaluation_id,evaluated_at,as_of,verdict,")
+    assert '"inference_duration, kill_rate, peak_memory, quality_loss, ' in rows[1] and "['" not in rows[1], rows[1]
+    table = cli("history", "--db", str(demo), "--release", "4.12", "--format", "table").stdout.splitlines()
+    widths = [len(cell) for cell in table[1].split("  ") if cell]  # the dashes under each column
+    assert max(widths) == 60 and "  inference_duration, kill_rate, peak_memory, quality_loss,...  " in table[2]
+    # a reader that stops early (`| head`) ends the command without a word; its exit is never a verdict's
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "sql", "--db", str(demo), "--format", "csv",
+                             "SELECT repeat('x', 4000000) AS x"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_env(), cwd=ROOT)
+    assert proc.stdout.read(1) == b"x"
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=240)
+    assert (proc.returncode, err) == (2, b"")

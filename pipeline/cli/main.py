@@ -142,9 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()  # with the cause it chains (e.g. what GX swallowed)
         print(f"pipeline {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except BrokenPipeError:  # e.g. `| head`: not a verdict, so never 0 or 1
+    except BrokenPipeError:  # e.g. `| head`: the reader has what it wanted, so silent; not a verdict, so never 0 or 1
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        print(f"pipeline {args.command}: output closed early (broken pipe)", file=sys.stderr)
         return Exit.ERROR
     except KeyboardInterrupt:
         if args.command in ("sql", "query"):

@@ -24,6 +24,7 @@ from pipeline.cli.common import (
 from pipeline.common.errors import UsageError
 from pipeline.common.exit_codes import Exit
 from pipeline.common.registry import ESTIMANDS
+from pipeline.common.tables import counted
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
@@ -125,7 +126,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                           edge_device_loss=args.edge_device_loss, edge_churn=args.edge_churn)
     written = sum(pq.read_metadata(path).num_rows for path in paths)  # fewer than --rows after the injections
     print(f"wrote {written} rows of scenario {args.scenario} for release {args.release} "
-          f"into {len(paths)} files under {args.out}")
+          f"into {counted(len(paths), 'file')} under {args.out}")
     return Exit.OK
 
 

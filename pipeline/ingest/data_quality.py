@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.common.config import Config
+from pipeline.common.tables import counted
 from pipeline.ingest.landing import shown
 from pipeline.warehouse import sqlfiles
 
@@ -50,8 +51,8 @@ def batch_problems(ingested: dict[str, Any], config: Config, now: datetime) -> l
         first = rejected[0]
         more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
         found.append({"kind": "rejected_files", "key": sorted(r["path"] for r in rejected),
-                      "text": f"{len(rejected)} of {ingested['files']} files rejected: {shown(first['path'])}: "
-                              f"{shown(first['reason'])}{more}"})
+                      "text": f"{len(rejected)} of {counted(ingested['files'], 'file')} rejected: "
+                              f"{shown(first['path'])}: {shown(first['reason'])}{more}"})
     read, quarantined = ingested["rows_read"], ingested["quarantined"]
     if read and quarantined / read > a.max_quarantined_share:
         found.append({"kind": "quarantined_share", "key": [now.isoformat()],
@@ -75,7 +76,7 @@ def problems(con: Any, landing: Path | str, ingested: dict[str, Any], config: Co
         count = sum(s["not_parquet"] for s in ingested.get("sources", []))
     if count:
         found.append({"kind": "not_parquet", "key": others,
-                      "text": f"{count} files in {landing} are not Parquet and were not read "
+                      "text": f"{counted(count, 'file')} in {landing} are not Parquet and were not read "
                               f"(e.g. {Path(others[0]).name}); convert them: {convert_hint(others[0])}"})
     aborted = sqlfiles.run(con, "ingest/aborted_runs").fetchall()
     if aborted:

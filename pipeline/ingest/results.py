@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.common.tables import counted
 from pipeline.ingest.landing import shown
 
 # loaded | rejected | skipped (its bytes were ingested before) | refused (outside the landing folder: never
@@ -84,9 +85,9 @@ class IngestResult:
         refused = f", {len(d['refused_files'])} refused" if d["refused_files"] else ""
         vanished = f", {len(d['vanished_files'])} vanished" if d["vanished_files"] else ""
         lines = [str(s) for s in self.sources] + [
-            f"{d['files']} files: {d['loaded_files']} loaded, {len(d['rejected_files'])} rejected, "
+            f"{counted(d['files'], 'file')}: {d['loaded_files']} loaded, {len(d['rejected_files'])} rejected, "
             f"{len(d['skipped_files'])} already ingested{refused}{vanished}",
-            f"{d['rows_read']} rows read: {d['accepted']} accepted, {d['quarantined']} quarantined, "
+            f"{counted(d['rows_read'], 'row')} read: {d['accepted']} accepted, {d['quarantined']} quarantined, "
             f"{d['duplicates']} duplicates",
         ]
         for f in self.files:

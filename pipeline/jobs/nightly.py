@@ -23,6 +23,7 @@ from pipeline.common.config import Config
 from pipeline.common.errors import TransientError
 from pipeline.common.output_schema import SCHEMA_VERSION
 from pipeline.common.stopping import Interrupted
+from pipeline.common.tables import counted
 from pipeline.delivery.alerts import deliver, enqueue, sent_recently
 from pipeline.gate.result import GateResult
 from pipeline.gate.window import gate_window
@@ -109,9 +110,10 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                 ingested = ingest(wh, [landing], now=now, batch_rows=batch_rows, reader=reader, landing=config.landing,
                                   relist=relist)
             d = ingested.to_dict()
-            _step(run, "ingest", t, f"{d['loaded_files']} files loaded, {len(d['rejected_files'])} rejected, "
-                  f"{len(d['skipped_files'])} already in; {d['accepted']} rows accepted, {d['quarantined']} "
-                  f"quarantined, {d['duplicates']} duplicates", **{k: v for k, v in d.items() if k != "per_file"})
+            _step(run, "ingest", t, f"{counted(d['loaded_files'], 'file')} loaded, "
+                  f"{len(d['rejected_files'])} rejected, {len(d['skipped_files'])} already in; "
+                  f"{d['accepted']} rows accepted, {d['quarantined']} quarantined, {d['duplicates']} duplicates",
+                  **{k: v for k, v in d.items() if k != "per_file"})
             for status in ("rejected", "refused", "vanished"):
                 for f in d.get(f"{status}_files", []):
                     line = f"{status:<8} {shown(f['path'])}: {shown(f['reason'])}"
@@ -139,7 +141,7 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                            else None)
             results = [j.result for j in judged]
             run.verdicts.update((r.release, r.verdict) for r in results)
-            _step(run, "gate", t, f"{len(results)} releases judged", releases=len(results))
+            _step(run, "gate", t, f"{counted(len(results), 'release')} judged", releases=len(results))
             if report_dir:
                 from pipeline.views.report import write_reports  # Altair: only when reports are asked for
 
@@ -147,7 +149,7 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                 with wh.reading() as con:
                     use_settings(con, config)
                     index = write_reports(con, results, config, report_dir)
-                _step(run, "report", t, f"{len(results)} reports, index {index}", reports=len(results))
+                _step(run, "report", t, f"{counted(len(results), 'report')}, index {index}", reports=len(results))
             stopping.check()
             t = time.perf_counter()
             if engine is None:
