@@ -289,3 +289,20 @@ def test_tables_print_words_cut_wide_cells_and_a_closed_pipe_ends_silently(demo)
     proc.stdout.close()
     _, err = proc.communicate(timeout=240)
     assert (proc.returncode, err) == (2, b"")
+
+
+def test_the_borderline_mark_is_rare_on_a_healthy_release_and_unjudged_segments_show_no_failure(demo):
+    """`~` marks a figure past its threshold that is not yet proven; an interval that merely holds the threshold
+    (most checks of a young release) is not marked. A segment too small to judge shows no failure mark."""
+    done = cli("gate", "--db", str(demo), "--release", "4.11", "--as-of", AS_OF, "--no-alerts", "--dry-run",
+               "--json")
+    checks = [c for s in json.loads(done.stdout)["segments"] for c in s["metrics"].values()
+              if c["status"] != "not_applicable"]
+    marked = sum(c["borderline"] for c in checks)
+    assert len(checks) == 367 and marked == 7, (len(checks), marked)  # was 193 of 367 (an interval holding it)
+    assert all(c["status"] == "pass" for c in checks if c["borderline"])
+    shown = gate(demo, "--all", "--wide", "--dry-run", COLUMNS="400").stdout.splitlines()
+    start = shown.index(next(line for line in shown if line.startswith("insufficient data (")))
+    rows = [line for line in shown[start + 1:] if re.match(r"\w+/\w+/\w+ +[\d,]+ ", line)]
+    assert len(rows) == 22 and not any(re.search(r"\dX|\d~", line) for line in rows), rows
+    assert any("47%" in line for line in rows)  # rewrite/low/weak's figures are shown, unmarked

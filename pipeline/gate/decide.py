@@ -21,13 +21,6 @@ _TEST_NOTES = {"throttled_share": "throttled share above its ceiling", "excess":
                "by more than the margin", "ceiling": "fallback rate above its ceiling"}
 
 
-def _straddles(interval: tuple[float | None, float | None] | None, threshold: float | None) -> bool:
-    if not interval or threshold is None:
-        return False
-    lo, hi = interval
-    return (lo is None or lo <= threshold) and (hi is None or threshold < hi)
-
-
 def budget_split(config: Config) -> dict[tuple[str, str], float]:
     """alpha per (gate, test) family: 1 - confidence, split equally over the gates that can fail on
     evidence of harm (enforced or held somewhere with burden prove_harm: a false hold stalls recovery), then
@@ -133,13 +126,12 @@ def settle(checks: Sequence[GateCheck], config: Config, days_observed: float = 0
 
 def _draw_interval(check: GateCheck, alpha: float | None, config: Config) -> None:
     """The interval shown beside the decision: the check's test inverted at the level it was tested at (for
-    a check short of data, at the level its family would give it first), and the borderline mark from it."""
+    a check short of data, at the level its family would give it first)."""
     if check.bounds is None:
         return
     if alpha is None:
         alpha = budget_split(config)[(check.gate, check.main_test)]
     check.interval, check.interval_alpha = check.bounds(alpha), alpha
-    check.borderline = _straddles(check.interval, check.threshold)
 
 
 def _size(checks: Sequence[GateCheck], config: Config, days_observed: float) -> None:
@@ -147,9 +139,14 @@ def _size(checks: Sequence[GateCheck], config: Config, days_observed: float) -> 
     how many more nights at the inflow so far (devices seen / days observed), until a regression of twice
     the tolerance is caught with DETECT_POWER, with the design effects and cloud share observed."""
     for c in checks:
-        if c.sizing is None or c.sizing.test not in c.tests or not c.sizing.devices or not c.sizing.units:
+        if c.sizing is None or c.sizing.test not in c.tests:
             continue
         test = c.tests[c.sizing.test]
+        # borderline: the estimate is already past the threshold, not yet proven; more devices could fail it.
+        # (An interval that merely holds the threshold is nearly every check of a young release: no mark.)
+        c.borderline = c.sizing.past and c.status == Status.PASS and not test.rejected
+        if not c.sizing.devices or not c.sizing.units:
+            continue
         alpha = test.alpha or budget_split(config)[(c.gate, c.sizing.test)]
         units = c.sizing.units_at(alpha)
         if units is None:

@@ -386,10 +386,13 @@ def _threshold_text(c: GateCheck) -> str:
     return ("≥ " if c.gate == GateName.FAILURE_DETECTABILITY else "≤ ") + _num(c.threshold)
 
 
-def _cell(c: GateCheck | None) -> str:
+def _cell(c: GateCheck | None, judged: bool = True) -> str:
+    """A gate's cell; a segment too small to judge shows its figures without failure marks."""
     if c is None:
         return "<td></td>"
-    classes = [c.status] + (["borderline"] if c.borderline else []) + (["observe"] if c.mode == "observe" else [])
+    status = c.status if judged else Status.INSUFFICIENT_DATA
+    classes = [status] + (["borderline"] if c.borderline and judged else []) + (
+        ["observe"] if c.mode == "observe" else [])
     detail = [f"{c.gate} ({c.mode}): {c.status}"]
     if c.measured is not None:
         detail.append(f"measured {c.measured:.4g}{fmt_interval(c.interval)}")
@@ -406,7 +409,8 @@ def _cell(c: GateCheck | None) -> str:
     elif c.measured is None:
         text = "?" if c.status == Status.INSUFFICIENT_DATA else ""
     else:
-        mark = {Status.FAIL: " ✗", Status.INSUFFICIENT_DATA: " ?"}.get(c.status, "") + ("~" if c.borderline else "")
+        mark = ({Status.FAIL: " ✗", Status.INSUFFICIENT_DATA: " ?"}.get(c.status, "") + ("~" if c.borderline else "")
+                if judged else "")
         text = f"<b>{_e(_num(c.measured))}{mark}</b><small>{_e(_threshold_text(c))}</small>"
     return f"<td class=\"{' '.join(classes)}\" title=\"{_e('; '.join(detail))}\">{text}</td>"
 
@@ -421,7 +425,7 @@ def _gate_table(result: GateResult) -> str:
         baseline = fb.baseline_level if fb and fb.baseline_level else "–"
         body.append(f"<tr><th scope=\"row\" class=\"seg\">{_e(s.key)}</th>"
                     f"<td class=\"decision {_e(s.decision)}\">{_e(decision)}</td><td class=\"num\">{s.rows:,}</td>"
-                    + "".join(_cell(s.checks.get(g)) for g in gates)
+                    + "".join(_cell(s.checks.get(g), s.decision != Verdict.INSUFFICIENT_DATA) for g in gates)
                     + f"<td class=\"baseline\">{_e(baseline)}</td></tr>")
     return ("<div class=\"table-wrap\"><table class=\"gates\"><thead><tr><th class=\"seg\">segment</th>"
             "<th class=\"decision\">decision</th><th>rows</th>" + head
@@ -555,9 +559,10 @@ def _page(result: GateResult, config: Config, data: dict[str, Any], index_href: 
         f"</header>{_failing_summary(result.segments)}{_facts(result, config, data)}{matrix}"
         "<h2>Gate table</h2><p class=\"caption\">Each cell: the measured value over its threshold. "
         "<span class=\"key fail\">✗ failed</span> <span class=\"key insufficient_data\">? insufficient data</span> "
-        "<span class=\"key not_applicable\">– not applicable</span> <span class=\"key borderline\">~ borderline "
-        "(the decision's interval holds the threshold)</span> <span class=\"key observe\">observe-only gate "
-        "(never blocks)</span>. Hover a cell for the interval, baseline and p-value.</p>"
+        "<span class=\"key not_applicable\">– not applicable</span> <span class=\"key borderline\">~ past the "
+        "threshold, not yet proven (more devices could fail it)</span> <span class=\"key observe\">observe-only gate "
+        "(never blocks)</span>. A segment too small to judge shows its figures unmarked. Hover a cell for the "
+        "interval, baseline and p-value.</p>"
         f"{_gate_table(result)}{_ledger_section(data.get('ledger'))}{charts}"
         "<footer><p id=\"report-status\" data-charts=\"" + str(len(CHARTS)) + "\">charts: drawing…</p>"
         "<p>Written by <code>pipeline report</code> from the gate's own evaluation; chart data from sql/report/. "

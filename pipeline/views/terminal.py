@@ -100,15 +100,18 @@ DECISION_STYLE = {Verdict.ROLLBACK_TO_CLOUD: "bold_red", Verdict.KEEP_EDGE: "gre
 VERDICT_STYLE = {Verdict.ROLLBACK_TO_CLOUD: "bold_red", Verdict.PARTIAL_ROLLBACK: "bold_red",
                  Verdict.KEEP_EDGE: "bold_green", Verdict.INSUFFICIENT_DATA: "bold_yellow"}
 MARKS = ("marks: X failed, ? insufficient data, - not applicable, "
-         "~ borderline (the decision's interval holds the threshold), (obs) observe-only (never blocks)")
+         "~ past the threshold but not yet proven (more devices could fail it), (obs) observe-only (never blocks)")
 
 
-def _cell(check: Any, observe_column: bool) -> tuple[str, str]:
-    """(figure, marks): the marks get a slot of their own so the figures stay aligned."""
+def _cell(check: Any, observe_column: bool, judged: bool = True) -> tuple[str, str]:
+    """(figure, marks): the marks get a slot of their own so the figures stay aligned. A segment too small to
+    judge shows its figures without failure marks: nothing about it failed."""
     if check.status == Status.NOT_APPLICABLE:
         return "-", ""
     if check.measured is None:
         return ("?" if check.status == Status.INSUFFICIENT_DATA else ""), ""
+    if not judged:
+        return in_unit(check.measured, BY_NAME[check.gate].unit, short=True), ""
     mark = {Status.FAIL: "X", Status.INSUFFICIENT_DATA: "?"}.get(check.status, "") + ("~" if check.borderline else "")
     obs = "(obs)" if check.mode == "observe" and not observe_column else ""
     return in_unit(check.measured, BY_NAME[check.gate].unit, short=True), mark + obs
@@ -235,7 +238,8 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
     title = {g: (g if wide else BY_NAME[g].column) + (" (obs)" if observe[g] else "") for g in gates}
     tasks = sorted({s.task for s in segments})
     thresholds = {t: {g: _task_limit([s.checks[g] for s in segments if s.task == t]) for g in gates} for t in tasks}
-    cells = {s.key: {g: _cell(s.checks[g], observe[g]) for g in gates} for s in shown}
+    cells = {s.key: {g: _cell(s.checks[g], observe[g], s.decision != Verdict.INSUFFICIENT_DATA) for g in gates}
+             for s in shown}
     name_w = max([len("segment")] + [len(s.key) for s in shown] + [len(f"threshold {t}") for t in tasks])
     rows_w = max([len("rows")] + [len(f"{s.rows:,}") for s in shown])
     mark_w = {g: max([0] + [len(cells[k][g][1]) for k in cells]) for g in gates}
@@ -264,7 +268,7 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
         out.append(paint(style, f"{label} ({len(group)})"))
         for s in group:
             styles = {g: ("red" if s.checks[g].blocks else "yellow" if s.checks[g].status == Status.FAIL else None)
-                      for g in gates}
+                      for g in gates} if s.decision != Verdict.INSUFFICIENT_DATA else {}
             out.append(line(s.key, f"{s.rows:,}", cells[s.key], styles))
     for t in tasks:
         out.append(paint("dim", line(f"threshold {t}", "", {g: (v, "") for g, v in thresholds[t].items()}, {})))
