@@ -159,7 +159,10 @@ def test_every_printed_interval_and_mark_is_the_decisions_own(db_path):
         seen += 1
         lo, hi = check.interval
         assert check.interval_alpha == main.alpha  # drawn at the level the test had
-        assert check.borderline == ((lo is None or lo <= check.threshold) and (hi is None or check.threshold < hi))
+        sized = check.sizing is not None and check.sizing.test in check.tests
+        # ~: a pass whose estimate is past the threshold, not yet proven by the test that guards it
+        assert check.borderline == (sized and check.status == "pass" and check.sizing.past
+                                    and not check.tests[check.sizing.test].rejected)
         if check.gate in ("inference_duration", "cold_start", "thermal", "peak_memory", "resident_memory"):
             continue  # read off the order statistics' grid: checked against the test in test_stats_reference
         harm_side = lo if check.gate != "failure_detectability" else hi
