@@ -142,3 +142,14 @@ def test_every_relative_link_points_at_a_file():
         elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
             broken.append(f"{page}:{line}: {target} (no heading #{anchor} in {path.name})")
     assert not broken, "\n".join(broken)
+
+
+# the project's own issue numbers and commit hashes: development history, not what a user does or sees
+# (an upstream bug is cited by its tracker, e.g. "GX issues #10738")
+_HISTORY = re.compile(r"\b[Ii]ssues? \d+|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,12}\b")
+
+
+def test_user_docs_speak_of_the_tool_not_of_its_development():
+    found = [f"{page.relative_to(ROOT)}:{n}: {m.group(0)}" for page in PAGES
+             for n, line in enumerate(page.read_text().splitlines(), 1) for m in _HISTORY.finditer(line)]
+    assert found == []
