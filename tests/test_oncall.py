@@ -16,7 +16,7 @@ import termios
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, valid_table, write
 
 AS_OF = "2026-12-01"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -307,3 +307,31 @@ def test_the_borderline_mark_is_rare_on_a_healthy_release_and_unjudged_segments_
     rows = [line for line in shown[start + 1:] if re.match(r"\w+/\w+/\w+ +[\d,]+ ", line)]
     assert len(rows) == 22 and not any(re.search(r"\dX|\d~", line) for line in rows), rows
     assert any("47%" in line for line in rows)  # rewrite/low/weak's figures are shown, unmarked
+
+
+def test_long_work_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
+    """tqdm's bar on stderr when stderr is a terminal; a pipe or a log gets only the result."""
+    for i in range(5):
+        write(valid_table(50, seed=70 + i), tmp_path / "land" / f"part-{i}.parquet")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "--db", str(tmp_path / "t.duckdb"),
+                             str(tmp_path / "land")], stdout=subprocess.PIPE, stderr=slave, env=_env(), cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    out, _ = proc.communicate(timeout=240)
+    shown = b"".join(chunks).decode()
+    assert proc.returncode == 0 and out.decode().startswith("5 files: 5 loaded"), out
+    assert "100%" in shown and "5/5 [" in shown and "file/s" in shown, shown  # tqdm's bar, finished
+    piped = cli("ingest", "--db", str(tmp_path / "u.duckdb"), str(tmp_path / "land"))
+    assert piped.returncode == 0
+    assert piped.stderr == f"pipeline ingest: created a new warehouse at {tmp_path / 'u.duckdb'}\n"

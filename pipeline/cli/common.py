@@ -223,25 +223,28 @@ def _show(args: argparse.Namespace, result: Any) -> None:
         print(result)
 
 
-class _ProgressBar:
-    """A one-line bar on stderr, only on a terminal and only for more than a few files."""
+class _Progress:
+    """A progress bar on stderr (tqdm), only on a terminal and only for enough items: nothing in pipes, logs or
+    --json. Called with (done, total, what is being done): a file's path or a label."""
 
-    def __init__(self, min_files: int = 4):
+    def __init__(self, unit: str = "file", min_items: int = 4):
         self.enabled = sys.stderr.isatty()
-        self.min_files = min_files
+        self.unit, self.min_items = unit, min_items
+        self.bar: Any = None
 
-    def __call__(self, done: int, total: int, path: Path) -> None:
-        if not self.enabled or total < self.min_files:
+    def __call__(self, done: int, total: int, doing: Path | str) -> None:
+        if not self.enabled or total < self.min_items:
             return
-        width = 30
-        filled = width * done // total
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit=self.unit, file=sys.stderr, dynamic_ncols=True)
         from pipeline.ingest.landing import shown
 
-        name = shown(path.name)[:40]
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files {name:<40}")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+        self.bar.set_postfix_str(shown(doing.name if isinstance(doing, Path) else doing)[:40], refresh=False)
+        self.bar.update(done - self.bar.n)
+        if done >= total:
+            self.bar.close()
 
 
 def _config(args: argparse.Namespace):

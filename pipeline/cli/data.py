@@ -21,7 +21,7 @@ from pipeline.cli.common import (
     _format_option,
     _ingest_options,
     _landing,
-    _ProgressBar,
+    _Progress,
     _reader_limits,
     _refresh_rollup,
     _require_release,
@@ -56,7 +56,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     _check_landings(args.paths, _engine_name(args, config))
     spark = _spark(args, config)
     with Warehouse(_db(args), "ingest") as wh, _announce_new_warehouse(args):
-        progress = None if args.json else _ProgressBar()
+        progress = None if args.json else _Progress()
         if spark is not None:
             from pipeline.ingest.spark import ingest_spark
 

@@ -17,6 +17,7 @@ from pipeline.cli.common import (
     _db_option,
     _emit_json,
     _engine_options,
+    _Progress,
     _show,
     _telemetry,
     _warehouse,
@@ -71,7 +72,8 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     as_of = clock.now(_as_of(args))
     with _telemetry(args, config) as source:  # on Spark, the release's rows come from Spark; the replay runs in DuckDB
         result = backtest(source, args.release, config, as_of, nights=args.nights, runs=args.runs,
-                          segment_rows=args.segment_rows, injections=injections, seed=args.seed)
+                          segment_rows=args.segment_rows, injections=injections, seed=args.seed,
+                          progress=None if getattr(args, "json", False) else _Progress("replay"))
     _show(args, result)
     return Exit.OK
 

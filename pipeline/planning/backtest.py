@@ -287,7 +287,8 @@ def _median_segment_rows(result: GateResult) -> int:
 
 def backtest(con: Any, release: str, config: Config, as_of: datetime, nights: int | None = None,
              runs: int = 20, segment_rows: int | None = None, injections: list[Injection] | None = None,
-             seed: int = 0) -> BacktestResult:
+             seed: int = 0, progress: Callable[[int, int, str], None] | None = None) -> BacktestResult:
+    """`progress(done, total, label)`: called after each replay (a run of one variant)."""
     require_release(con, release)
     window_start = as_of - timedelta(days=config.window_days)
     source = sqlfiles.arrow(con, "backtest/source",  # from DuckDB or Spark; the replay runs in DuckDB scratch
@@ -325,6 +326,8 @@ def backtest(con: Any, release: str, config: Config, as_of: datetime, nights: in
             if result.kind == "stored":
                 stored_looks = looks
             _count(result, looks)
+            if progress:
+                progress(run * len(variants) + i + 1, runs * len(variants), f"run {run + 1}: {result.name}")
     return BacktestResult(release, first_night, nights, runs, seed, segment_rows, config,
                           [v for v, *_ in variants])
 
