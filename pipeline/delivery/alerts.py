@@ -42,7 +42,7 @@ from pipeline.common.vocabulary import PREVIOUS_EDGE, Status
 from pipeline.delivery import alertmanager
 from pipeline.delivery.sinks import DeliveryDeadline, PermanentError, send
 from pipeline.rollout import state as rollout_state
-from pipeline.views.render import fmt_value
+from pipeline.views.units import figure_of, limit_of
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
@@ -71,8 +71,8 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
              f"see `pipeline state --release {release}`"]
     for g, c in result["release_wide"].items():
         if c["status"] == Status.FAIL and c["mode"] == "enforce":
-            lines.append(f"release-wide {label(g)}: {fmt_value(c['measured'])} vs threshold "
-                         f"{fmt_value(c['threshold'])}")
+            lines.append(f"release-wide {label(g)}: {figure_of(g, c['measured'])}, threshold "
+                         f"{limit_of(g, c['threshold'])}")
     metrics = {f"{s['task']}/{s['device_tier']}/{s['network_bucket']}": s for s in result["segments"]}
     failing = []
     about = [k for k, st in sorted(states.items())
@@ -86,8 +86,8 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
         if routes[key][0] == PREVIOUS_EDGE:
             failing[-1]["model_id"] = previous.model_id
     for f in failing[:MAX_SEGMENT_LINES]:
-        shown = ", ".join(f"{label(x['gate'])} {fmt_value(x['measured'])} vs {fmt_value(x['threshold'])}"
-                          for x in f["gates"])
+        shown = ", ".join(f"{label(x['gate'])} {figure_of(x['gate'], x['measured'])} "
+                          f"({limit_of(x['gate'], x['threshold'])})" for x in f["gates"])
         to = (f" -> previous_edge ({f['model_id']} of release {previous.release})" if f["route"] == PREVIOUS_EDGE
               else "")
         lines.append(f"- {f['segment']} ({f['state']} since {f['since']}, {f['rows']} rows): {shown}{to}")

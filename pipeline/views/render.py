@@ -7,13 +7,6 @@ from typing import Any
 from pipeline.common.tables import rows_as
 
 
-def fmt_value(value: float | None) -> str:
-    """A gate figure for people: whole numbers from 100 up, else 3 significant digits."""
-    if value is None:
-        return "?"
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
 def fmt_interval(iv: Any) -> str:
     """' [lo, hi]' of an interval; an open side (too few values to bound it) reads 'open'."""
     if not iv:

@@ -37,7 +37,7 @@ from pipeline.common.registry import BY_NAME, GATE_NAMES, GateName
 from pipeline.common.registry import label as gate_label
 from pipeline.common.vocabulary import BUCKETS, TIERS, Side, Status, Tier, Verdict
 from pipeline.gate.result import GateCheck, GateResult, Segment
-from pipeline.views.render import fmt_interval
+from pipeline.views.units import figure_of, interval_of, limit_text, p_text, percent
 from pipeline.warehouse import sqlfiles
 
 TEMPERATURE_POINTS = 3000  # edge rows drawn in the temperature scatter
@@ -372,18 +372,8 @@ def _e(v: Any) -> str:
     return html.escape(str(v), quote=True)
 
 
-def _num(v: float | None) -> str:
-    if v is None or not math.isfinite(v):
-        return "–"
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
-
-
 def _threshold_text(c: GateCheck) -> str:
-    if c.gate == GateName.WEAK_NETWORK_LATENCY:
-        return f"cloud {_num(c.threshold)}" if c.threshold is not None else "< cloud"
-    if c.threshold is None:
-        return ""
-    return ("≥ " if c.gate == GateName.FAILURE_DETECTABILITY else "≤ ") + _num(c.threshold)
+    return limit_text(c, short=True).replace("<=", "≤ ").replace(">=", "≥ ")
 
 
 def _cell(c: GateCheck | None, judged: bool = True) -> str:
@@ -395,13 +385,13 @@ def _cell(c: GateCheck | None, judged: bool = True) -> str:
         ["observe"] if c.mode == "observe" else [])
     detail = [f"{c.gate} ({c.mode}): {c.status}"]
     if c.measured is not None:
-        detail.append(f"measured {c.measured:.4g}{fmt_interval(c.interval)}")
+        detail.append(f"measured {figure_of(c.gate, c.measured)}{interval_of(c.gate, c.interval)}")
     if c.threshold is not None:
-        detail.append(f"threshold {c.threshold:.4g}")
+        detail.append(f"threshold {limit_text(c)}")
     if c.baseline is not None:
-        detail.append(f"cloud baseline {c.baseline:.4g} ({c.baseline_level})")
+        detail.append(f"cloud baseline {figure_of(c.gate, c.baseline)} ({c.baseline_level})")
     if c.p_value is not None:
-        detail.append(f"p={c.p_value:.3g}")
+        detail.append(p_text(c.p_value))
     if c.note:
         detail.append(c.note)
     if c.status == Status.NOT_APPLICABLE:
@@ -411,7 +401,7 @@ def _cell(c: GateCheck | None, judged: bool = True) -> str:
     else:
         mark = ({Status.FAIL: " ✗", Status.INSUFFICIENT_DATA: " ?"}.get(c.status, "") + ("~" if c.borderline else "")
                 if judged else "")
-        text = f"<b>{_e(_num(c.measured))}{mark}</b><small>{_e(_threshold_text(c))}</small>"
+        text = f"<b>{_e(figure_of(c.gate, c.measured, short=True))}{mark}</b><small>{_e(_threshold_text(c))}</small>"
     return f"<td class=\"{' '.join(classes)}\" title=\"{_e('; '.join(detail))}\">{text}</td>"
 
 
@@ -449,10 +439,10 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
     if q is not None:
         quality = f"{q.status}"
         if q.measured is not None:
-            quality = (f"{q.measured:.2%} relative adoption loss (threshold {q.threshold:.0%}"
-                       + (f", p={q.p_value:.3g}" if q.p_value is not None else "") + f"): {q.status}")
+            quality = (f"{percent(q.measured)} relative adoption loss (threshold {_threshold_text(q)}"
+                       + (f", {p_text(q.p_value)}" if q.p_value is not None else "") + f"): {q.status}")
         if q.baseline is not None:
-            quality += f"; cloud adoption {q.baseline:.2%} over {q.extra.get('cloud_rows', 0):,} cloud rows"
+            quality += f"; cloud adoption {percent(q.baseline)} over {q.extra.get('cloud_rows', 0):,} cloud rows"
     facts = [
         ("window", f"{result.window_start:%Y-%m-%d %H:%M} .. {result.window_end:%Y-%m-%d %H:%M} UTC "
                    f"({result.window.days} whole days before the as-of day)"),
@@ -463,8 +453,8 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
                              "at ingestion (not counted above)"),
         ("cloud baseline", f"the cloud rows of the same release; fallback-rate baseline by level: {baseline}"),
         ("release-wide quality", quality),
-        *[(f"release-wide {BY_NAME[name].label}", f"{c.measured:.2%} (threshold {c.threshold:.0%}"
-           + (f", p={c.p_value:.3g}" if c.p_value is not None else "") + f"): {c.status}")
+        *[(f"release-wide {BY_NAME[name].label}", f"{figure_of(name, c.measured)} (threshold {_threshold_text(c)}"
+           + (f", {p_text(c.p_value)}" if c.p_value is not None else "") + f"): {c.status}")
           for name, c in result.release_wide.items() if name != GateName.QUALITY_LOSS and c.measured is not None],
         ("hold-back split", _split(result)),
         ("evaluated", f"{result.evaluated_at:%Y-%m-%d %H:%M} UTC with {result.config_source} "

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from pipeline.common.registry import BY_NAME, GATES, GateName
 from pipeline.common.registry import label as gate_label
 from pipeline.common.vocabulary import CellStatus, Status, Verdict
+from pipeline.views.units import in_unit, limit_text, p_text, percent
 
 # ------------------------------------------------------------------ the terminal
 
@@ -52,47 +53,6 @@ class Paint:
         return f"\033[{self.CODES[style]}m{text}\033[0m"
 
 
-# ------------------------------------------------------------------ units
-
-
-def percent(share: float) -> str:
-    """0.4712 -> '47.1%', 0.048 -> '4.8%', 0.0035 -> '0.35%', 0.4 -> '40%'."""
-    p = share * 100
-    text = f"{p:.1f}" if abs(p) >= 1 else f"{p:.2g}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return f"{text}%"
-
-
-def in_unit(value: float | None, unit: str, short: bool = False) -> str:
-    """A gate figure in its registry unit; `short` drops the unit word (the column title names it)."""
-    if value is None:
-        return "?"
-    if unit == "ratio of RAM":
-        return percent(value) + ("" if short else " of RAM")
-    if unit in ("share", "relative loss"):
-        return percent(value)
-    if unit == "ms":
-        return f"{value:,.0f}" + ("" if short else " ms")
-    if unit == "°C":
-        return f"{value:.1f}" + ("" if short else " °C")
-    return f"{value:.3g}"
-
-
-def p_text(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
-
-
-def _limit(check: Any, short: bool = False) -> str:
-    spec = BY_NAME[check.gate]
-    if check.gate == GateName.WEAK_NETWORK_LATENCY:
-        return "< cloud" + (f" {in_unit(check.threshold, 'ms', short)}" if check.threshold is not None else "")
-    if check.threshold is None:
-        return ""
-    return (">=" if spec.direction == "min" else "<=") + ("" if short else " ") + in_unit(check.threshold, spec.unit,
-                                                                                         short)
-
-
 # ------------------------------------------------------------------ the gate view
 
 DECISION_STYLE = {Verdict.ROLLBACK_TO_CLOUD: "bold_red", Verdict.KEEP_EDGE: "green",
@@ -120,7 +80,7 @@ def _cell(check: Any, observe_column: bool, judged: bool = True) -> tuple[str, s
 def _task_limit(checks: list[Any]) -> str:
     """A task's threshold; the weak-network one is the cloud's p95 per segment, so its range."""
     if checks[0].gate != GateName.WEAK_NETWORK_LATENCY:
-        return _limit(checks[0], short=True)
+        return limit_text(checks[0], short=True)
     cloud = sorted(c.threshold for c in checks if c.threshold is not None)
     if not cloud:
         return "< cloud"
@@ -185,7 +145,7 @@ def _not_yet_significant(segments: list[Any]) -> list[str]:
                     "catch twice the tolerance" if more else "")
             alpha = f" at alpha {c.interval_alpha * 100:.2g}%" if c.interval_alpha is not None else ""
             out.append(f"not yet significant: {s.key} {g} {in_unit(c.measured, BY_NAME[g].unit)} past "
-                       f"{_limit(c)}{alpha}{wait}")
+                       f"{limit_text(c)}{alpha}{wait}")
     return out
 
 
@@ -373,7 +333,7 @@ def _check_parts(check: Any) -> list[str]:
     parts = [measured, _interval(check.interval, spec.unit, check.interval_alpha) if check.interval_alpha
              else _interval(check.interval or check.reading_interval, spec.unit)]
     if check.gate != GateName.WEAK_NETWORK_LATENCY:
-        parts.append(f"threshold {_limit(check)}" if check.threshold is not None else "")
+        parts.append(f"threshold {limit_text(check)}" if check.threshold is not None else "")
     if check.baseline is not None:
         what = "p95" if check.gate == GateName.WEAK_NETWORK_LATENCY else "rate" if spec.kind == "rate" else "adoption"
         parts.append(f"cloud {what} {in_unit(check.baseline, 'ms' if spec.unit == 'ms' else 'share')} "
@@ -437,7 +397,7 @@ def explain_dict(result: Any, segment: Any, config: Any) -> dict[str, Any]:
         spec = BY_NAME[name]
         gates.append({"gate": name, "label": spec.label, "unit": spec.unit, **check.to_dict(),
                       "measured_text": in_unit(check.measured, spec.unit) if check.measured is not None else None,
-                      "threshold_text": _limit(check) or None, "explanation": "; ".join(_check_parts(check))})
+                      "threshold_text": limit_text(check) or None, "explanation": "; ".join(_check_parts(check))})
     return {"release": result.release, "segment": segment.key, "task": segment.task,
             "device_tier": segment.device_tier, "network_bucket": segment.network_bucket, "rows": segment.rows,
             "min_rows_per_segment": config.min_rows_per_segment, "decision": segment.decision,

@@ -1,0 +1,67 @@
+"""Every figure a person reads, in one unit and one format, whatever renders it (the terminal, the report, the
+alert): shares in %, latency in ms, the temperature rise in °C, p-values as "p < 0.001" or "p = 0.042"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.common.registry import BY_NAME, GateName
+
+
+def percent(share: float) -> str:
+    """0.4712 -> '47.1%', 0.048 -> '4.8%', 0.0035 -> '0.35%', 0.4 -> '40%'."""
+    p = share * 100
+    text = f"{p:.1f}" if abs(p) >= 1 else f"{p:.2g}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def in_unit(value: float | None, unit: str, short: bool = False) -> str:
+    """A gate figure in its registry unit; `short` drops the unit word (the column title names it)."""
+    if value is None:
+        return "?"
+    if unit == "ratio of RAM":
+        return percent(value) + ("" if short else " of RAM")
+    if unit in ("share", "relative loss"):
+        return percent(value)
+    if unit == "ms":
+        return f"{value:,.0f}" + ("" if short else " ms")
+    if unit == "°C":
+        return f"{value:.1f}" + ("" if short else " °C")
+    return f"{value:.3g}"
+
+
+def p_text(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def limit_text(check: Any, short: bool = False) -> str:
+    """A check's threshold with its comparison, in the gate's unit: '<= 10,000 ms', '>= 90%', '< cloud 9,275 ms'."""
+    return limit_of(check.gate, check.threshold, short)
+
+
+def figure_of(gate: str, value: float | None, short: bool = False) -> str:
+    """A figure of a gate as stored (an evaluation's JSON), in the gate's unit."""
+    spec = BY_NAME.get(gate)
+    return in_unit(value, spec.unit if spec else "", short)
+
+
+def limit_of(gate: str, threshold: float | None, short: bool = False) -> str:
+    """limit_text of a gate and threshold as stored (an evaluation's JSON)."""
+    if gate == GateName.WEAK_NETWORK_LATENCY:
+        return "< cloud" + (f" {in_unit(threshold, 'ms', short)}" if threshold is not None else "")
+    if threshold is None:
+        return ""
+    spec = BY_NAME.get(gate)
+    return (">=" if spec and spec.direction == "min" else "<=") + ("" if short else " ") + figure_of(
+        gate, threshold, short)
+
+
+def interval_of(gate: str, interval: Any) -> str:
+    """' [12.7% to 18.4%]' of an interval in the gate's unit; an open side (too few values to bound it) reads
+    'open'."""
+    if not interval:
+        return ""
+    lo, hi = (figure_of(gate, v, short=True) if v is not None else "open" for v in interval)
+    return f" [{lo} to {hi}]"
