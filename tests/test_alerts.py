@@ -92,7 +92,8 @@ def test_delivery_posts_text_and_numbers_without_device_ids(postmortem_db, recei
     assert key == body["alert_id"] and body["severity"] == "critical"
     assert body["text"].startswith("Release 4.12: rollback: all 36 segments to cloud\n")
     assert body["kind"] == "rollback_to_cloud" and body["routes"] == {"cloud": 36}
-    assert "release-wide quality loss: 0.159 vs threshold 0.03" in body["text"]  # 0.15 + its low-tier kills
+    assert "release-wide quality loss: 15.9%, threshold <= 3%" in body["text"]  # 0.15 + its low-tier kills
+    assert "thermal 10.8 °C (<= 5.0 °C)" in body["text"]  # each figure in its unit, as the terminal says it
     con = duckdb.connect(str(postmortem_db), read_only=True)
     devices = {d for (d,) in con.execute("SELECT DISTINCT device_id FROM events").fetchall()}
     con.close()

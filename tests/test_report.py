@@ -32,6 +32,7 @@ from pipeline.common.config import load_config
 from pipeline.gate.evaluate import evaluate_gate
 from pipeline.planning.simulate import generate
 from pipeline.views.report import CHARTS, VERDICT_COLOURS, report_filename, write_index, write_report, write_reports
+from pipeline.views.units import percent
 from pipeline.warehouse import db
 from pipeline.warehouse.aggregate import refresh, use_settings
 
@@ -177,7 +178,7 @@ def test_report_shows_the_gates_verdict_table_and_chart_divs(reports):
             # the measured value and its threshold, as the gate has them
             seg = next(s for s in result.segments if "peak_memory" in s.failed_gates)
             peak = seg.checks["peak_memory"]
-            assert f"<b>{peak.measured:.3g} ✗</b><small>≤ {peak.threshold:.3g}</small>" in page
+            assert f"<b>{percent(peak.measured)} ✗</b><small>≤ {percent(peak.threshold)}</small>" in page  # 47% ≤ 40%
         else:
             assert result.verdict == "keep_edge" and not failing_cells
             assert "0 rows of release 4.12 failed the data contract" in page
