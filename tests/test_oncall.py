@@ -39,6 +39,13 @@ def on_terminal(*args: str, columns: int = 120, **env: str) -> tuple[int, str]:
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdin=slave, stdout=slave,
                             stderr=subprocess.PIPE, env=_env(**env), cwd=ROOT)
     os.close(slave)
+    shown = _drain(master)
+    proc.communicate(timeout=240)  # reads and closes its stderr pipe
+    return proc.returncode, shown.replace("\r\n", "\n")
+
+
+def _drain(master: int) -> str:
+    """What a child wrote to its pseudo-terminal, until it closed it."""
     chunks = []
     while True:
         try:
@@ -49,8 +56,7 @@ def on_terminal(*args: str, columns: int = 120, **env: str) -> tuple[int, str]:
             break
         chunks.append(data)
     os.close(master)
-    proc.communicate(timeout=240)  # reads and closes its stderr pipe
-    return proc.returncode, b"".join(chunks).decode().replace("\r\n", "\n")
+    return b"".join(chunks).decode()
 
 
 @pytest.fixture(scope="module")
@@ -318,18 +324,8 @@ def test_long_work_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "--db", str(tmp_path / "t.duckdb"),
                              str(tmp_path / "land")], stdout=subprocess.PIPE, stderr=slave, env=_env(), cwd=ROOT)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
+    shown = _drain(master)
     out, _ = proc.communicate(timeout=240)
-    shown = b"".join(chunks).decode()
     assert proc.returncode == 0 and out.decode().startswith("5 files: 5 loaded"), out
     assert "100%" in shown and "5/5 [" in shown and "file/s" in shown, shown  # tqdm's bar, finished
     piped = cli("ingest", "--db", str(tmp_path / "u.duckdb"), str(tmp_path / "land"))
