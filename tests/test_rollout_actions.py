@@ -143,6 +143,10 @@ def test_a_pause_and_a_deny_window_hold_recovery_and_let_a_rollback_through(db_p
     assert "".join(o[0][0].upper() for o in looks) == "PFPPPPPPPP"  # the gate judged every night
     view = _cli(db_path, cfg, "state", "--release", "4.12", "--as-of", _at(night[5] + timedelta(hours=3)))
     assert view["policy"]["windows"][0]["name"] == "freeze"
+    text = run_cli("state", "--db", str(db_path), "--config", cfg.source, "--release", "4.12", "--as-of",
+                   _at(night[5] + timedelta(hours=3))).stdout
+    action = next(line for line in text.splitlines() if "release freeze" in line)
+    assert [line for line in text.splitlines() if "None" in line] == [] and "[was: 37 segments: 1 ok, " in action
 
 
 def test_an_accepted_failure_expires_on_time_and_another_gate_ends_it(db_path, nightly_config):

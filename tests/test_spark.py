@@ -282,10 +282,11 @@ def test_cli_gate_gives_the_same_verdicts_and_exit_codes_on_both_engines(nightli
 def test_aggregate_and_ingest_again_change_nothing(nightlies, spark_engine, landing):
     spark = ["--engine", "spark", "--spark-master", MASTER, "--warehouse", str(spark_engine.warehouse)]
     code, out, err = _cli("ingest", "--db", str(spark_engine.db_path), "--as-of", "2026-11-27", str(landing), *spark)
-    assert code == 0, err
+    assert code == 4, err  # the landing still holds its 2 rejected files: the data-quality alarm, as the nightly's
     assert out.splitlines()[:2] == ["12 files: 0 loaded, 2 rejected, 10 already ingested",
                                     "0 rows read: 0 accepted, 0 quarantined, 0 duplicates"]
-    assert out.splitlines()[-1] == "rollup up to date: no new rows"
+    assert out.splitlines()[-2] == "rollup up to date: no new rows"
+    assert out.splitlines()[-1].startswith("DATA QUALITY: 2 of 12 files rejected: ")
 
 
 def test_spark_gate_subprocess_prints_clean_json_and_exits_with_the_verdict(nightlies, spark_engine):
@@ -469,7 +470,7 @@ def test_spark_partitions_age_out_to_the_archive_as_duckdb_days_do(nightlies, sp
     spark_rows = ["--spark-master", MASTER, *spark]
     code, out, err = _cli("ingest", "--db", str(spark_db), "--config", str(config), "--as-of", "2026-11-27",
                           str(tmp_path / "late"), *spark_rows)
-    assert code == 0, err
+    assert code == 4, err  # every row quarantined: the data-quality alarm
     assert out.splitlines()[1] == "5 rows read: 0 accepted, 5 quarantined, 0 duplicates"
     quarantined = pq.read_table(root / "quarantine", columns=["source_file", "rules"]).to_pylist()
     assert [q["rules"] for q in quarantined if q["source_file"].endswith("late.parquet")] == [["day_archived"]] * 5

@@ -49,7 +49,7 @@ def _was(previous: dict[str, Any]) -> str:
     """An action's scope before it, e.g. "ok/edge" or "3 segments: 2 ok/edge, 1 rolled_back/cloud"."""
     seen: dict[str, int] = {}
     for p in previous.values():
-        key = f"{p['state']}/{p['route']}"
+        key = p["state"] + (f"/{p['route']}" if p["route"] else "")  # the release's own entry has no route
         seen[key] = seen.get(key, 0) + 1
     if len(previous) == 1:
         return next(iter(seen))
