@@ -121,6 +121,12 @@ class Ledger:
     estimates: tuple[EstimateTable, ...] = ()  # one per task with a candidate file
 
     @property
+    def no_costs_declared(self) -> bool:
+        """Not one money term could be computed: the config declares no costs (the shipped one), so the ledger
+        says so once instead of naming every missing key on every line."""
+        return all(self.totals[name].value is None for name in COST_LINES if name in self.totals)
+
+    @property
     def missing_costs(self) -> list[str]:
         seen: dict[str, None] = {}
         for f in [*self.totals.values(), *(f for s in self.segments for f in s.figures.values())]:
@@ -356,6 +362,8 @@ COLUMNS = (("edge_requests", "edge req"), ("cloud_requests_avoided", "avoided"),
            ("fallbacks_reserved", "fallbacks"), ("fallback_cost", "fallback $"), ("edge_seconds", "edge s"),
            ("energy_wh", "Wh"), ("throttled_share", "throttled"), ("over_10s_share", ">10 s"),
            ("edge_abandonment", "abandon"), ("cloud_abandonment", "cloud abandon"), ("net", "net $"))
+COST_LINES = ("cloud_cost_avoided", "fallback_cost", "cloud_check_cost", "energy_wh", "update_bandwidth_cost",
+              "engineering_cost", "net")  # the terms that need declared costs
 RELEASE_LINES = ("edge_requests", "cloud_requests_avoided", "cloud_cost_avoided", "fallbacks_reserved",
                  "fallback_cost", "cloud_checks", "cloud_check_cost", "offline_served", "edge_seconds", "energy_wh",
                  "throttled_share", "over_10s_share", "edge_abandonment", "cloud_abandonment",
@@ -363,7 +371,8 @@ RELEASE_LINES = ("edge_requests", "cloud_requests_avoided", "cloud_cost_avoided"
 
 
 def line_label(name: str) -> str:
-    return {"energy_wh": "energy", "over_10s_share": "over 10 s share"}.get(name, name.replace("_", " "))
+    return {"energy_wh": "energy", "over_10s_share": "over 10 s share",
+            "fallbacks_reserved": "fallbacks re-served"}.get(name, name.replace("_", " "))
 
 
 def value_text(f: Figure, currency: str) -> str:
@@ -377,23 +386,29 @@ def value_text(f: Figure, currency: str) -> str:
     return text
 
 
+NO_COSTS_HINT = "money terms show '–'; copy gates/costs.example.yaml's costs into the config to see them"
+
+
 def render_text(ledger: Ledger) -> str:
     from pipeline.common.tables import rows_as
 
-    cur = ledger.currency or "(no currency set)"
+    quiet = ledger.no_costs_declared
+    amounts = (f"no costs declared: {NO_COSTS_HINT}" if quiet
+               else f"amounts in {ledger.currency or '(no currency set)'}")
     out = [f"ledger {ledger.release}: window {ledger.window_start:%Y-%m-%d %H:%M} .. "
            f"{ledger.window_end:%Y-%m-%d %H:%M} "
-           f"UTC, costs from {ledger.config_source} (digest {ledger.config_digest}); amounts in {cur}", ""]
+           f"UTC, costs from {ledger.config_source} (digest {ledger.config_digest}); {amounts}", ""]
     out.append("Release")
     width = max(len(line_label(n)) for n in RELEASE_LINES)
     for name in RELEASE_LINES:
         f = ledger.totals[name]
         missing = ", ".join(f.missing) if name != "net" else "the costs listed below"
         out.append(f"  {line_label(name):<{width}}  {value_text(f, ledger.currency):>16}  {f.basis}"
-                   + (f" [missing: {missing}]" if f.missing else ""))
+                   + (f" [missing: {missing}]" if f.missing and not quiet else ""))
     missing = ledger.missing_costs
-    out += ["", "Costs missing (terms not computed): " + "; ".join(missing) if missing
-            else "Every cost term has its inputs."]
+    if not quiet:
+        out += ["", "Costs missing (terms not computed): " + "; ".join(missing) if missing
+                else "Every cost term has its inputs."]
     if not ledger.segments:
         out += ["", "The release has no rows in the evaluation window: nothing to account for."]
     out += ["", "Per segment (task/tier/bucket); '–' = its inputs are missing"]

@@ -576,20 +576,23 @@ def _ledger_section(ledger: Any) -> str:
     if ledger is None:
         return ""
     from pipeline.planning.estimates import fmt as fmt_estimate
-    from pipeline.planning.ledger import RELEASE_LINES, line_label, value_text
+    from pipeline.planning.ledger import NO_COSTS_HINT, RELEASE_LINES, line_label, value_text
 
+    quiet = ledger.no_costs_declared
     rows = []
     for name in RELEASE_LINES:
         f = ledger.totals[name]
-        missing = f" (missing: {', '.join(f.missing)})" if f.missing else ""
+        missing = f" (missing: {', '.join(f.missing)})" if f.missing and not quiet else ""
         rows.append(f"<tr><th scope=\"row\">{_e(line_label(name))}</th>"
                     f"<td class=\"num\">{_e(value_text(f, ledger.currency))}</td>"
                     f"<td class=\"basis\">{_e(f.basis + missing)}</td></tr>")
     missing = ledger.missing_costs
-    costs = (f"<p class=\"caption\" id=\"ledger-missing\">Costs missing, so these terms are not computed: "
+    costs = (f"<p class=\"caption\" id=\"ledger-missing\">No costs declared: {_e(NO_COSTS_HINT)}.</p>" if quiet
+             else f"<p class=\"caption\" id=\"ledger-missing\">Costs missing, so these terms are not computed: "
              f"{_e(', '.join(missing))}.</p>" if missing else "")
     html_out = ("<section id=\"ledger\"><h2>Ledger: what the edge served, saved and cost</h2>"
-                f"<p class=\"caption\">The same window as the gate; amounts in {_e(ledger.currency or '(no currency)')}"
+                "<p class=\"caption\">The same window as the gate"
+                + ("" if quiet else f"; amounts in {_e(ledger.currency or '(no currency)')}") +
                 f" from {_e(ledger.config_source)}. Per segment: <code>pipeline ledger --release "
                 f"{_e(ledger.release)}</code>.</p>{costs}"
                 "<table class=\"ledger\"><thead><tr><th>figure</th><th>value</th><th>computed from</th></tr>"
