@@ -25,7 +25,7 @@ from pipeline.delivery.alerts import on_change
 from pipeline.gate.evaluate import evaluate_gate
 from pipeline.planning.admit import load_candidate
 from pipeline.planning.estimates import candidates_dir, default_candidate
-from pipeline.planning.ledger import compute_ledger
+from pipeline.planning.ledger import COST_LINES, compute_ledger
 from pipeline.planning.simulate import write_parquet
 from pipeline.rollout.history import record_evaluation
 from pipeline.warehouse import db
@@ -42,8 +42,6 @@ COSTS = {
     "engineering": {"hours_per_release": 12, "hourly_rate": 90},
     "power_w": {"low": 3.0, "mid": 4.0, "high": 5.5, "flagship": 6.5},
 }
-COST_KEYS = ("cloud_cost_avoided", "fallback_cost", "cloud_check_cost", "energy_wh", "update_bandwidth_cost",
-             "engineering_cost", "net")
 
 
 def _config_with_costs(tmp: Path, costs: dict | None) -> Path:
@@ -192,7 +190,7 @@ def test_the_window_leaves_out_rows_after_as_of(sim):
 
 def test_a_release_without_unit_costs_prints_the_counts_and_names_what_is_missing(sim):
     ledger = _ledger(sim["postmortem"]["db"], load_config())
-    for key in COST_KEYS:
+    for key in COST_LINES:
         assert ledger.totals[key].value is None, key
         assert ledger.totals[key].missing, key
     for s in ledger.segments:

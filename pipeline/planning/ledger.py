@@ -405,8 +405,8 @@ def render_text(ledger: Ledger) -> str:
         missing = ", ".join(f.missing) if name != "net" else "the costs listed below"
         out.append(f"  {line_label(name):<{width}}  {value_text(f, ledger.currency):>16}  {f.basis}"
                    + (f" [missing: {missing}]" if f.missing and not quiet else ""))
-    missing = ledger.missing_costs
     if not quiet:
+        missing = ledger.missing_costs
         out += ["", "Costs missing (terms not computed): " + "; ".join(missing) if missing
                 else "Every cost term has its inputs."]
     if not ledger.segments:

@@ -7,14 +7,6 @@ from typing import Any
 from pipeline.common.tables import rows_as
 
 
-def fmt_interval(iv: Any) -> str:
-    """' [lo, hi]' of an interval; an open side (too few values to bound it) reads 'open'."""
-    if not iv:
-        return ""
-    lo, hi = (f"{v:.4g}" if v is not None else "open" for v in iv)
-    return f" [{lo}, {hi}]"
-
-
 def state_text(view: Any) -> str:
     """`pipeline state`: a rollout.StateView as a headline, the policy, a table of segments and a key."""
     from pipeline.rollout.state import RELEASE
