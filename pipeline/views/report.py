@@ -37,7 +37,7 @@ from pipeline.common.registry import BY_NAME, GATE_NAMES, GateName
 from pipeline.common.registry import label as gate_label
 from pipeline.common.vocabulary import BUCKETS, TIERS, Side, Status, Tier, Verdict
 from pipeline.gate.result import GateCheck, GateResult, Segment
-from pipeline.views.units import figure_of, interval_of, limit_text, p_text, percent
+from pipeline.views.units import figure_of, interval_text, limit_text, p_text, percent
 from pipeline.warehouse import sqlfiles
 
 TEMPERATURE_POINTS = 3000  # edge rows drawn in the temperature scatter
@@ -385,7 +385,8 @@ def _cell(c: GateCheck | None, judged: bool = True) -> str:
         ["observe"] if c.mode == "observe" else [])
     detail = [f"{c.gate} ({c.mode}): {c.status}"]
     if c.measured is not None:
-        detail.append(f"measured {figure_of(c.gate, c.measured)}{interval_of(c.gate, c.interval)}")
+        shown = interval_text(c.interval, BY_NAME[c.gate].unit, c.interval_alpha)
+        detail.append(f"measured {figure_of(c.gate, c.measured)}" + (f", {shown}" if shown else ""))
     if c.threshold is not None:
         detail.append(f"threshold {limit_text(c)}")
     if c.baseline is not None:

@@ -15,14 +15,13 @@ import math
 import os
 import shutil
 import textwrap
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TextIO
 
 from pipeline.common.registry import BY_NAME, GATES, GateName
 from pipeline.common.registry import label as gate_label
 from pipeline.common.vocabulary import CellStatus, Status, Verdict
-from pipeline.views.units import in_unit, limit_text, p_text, percent
+from pipeline.views.units import in_unit, interval_text, limit_text, p_text, percent
 
 # ------------------------------------------------------------------ the terminal
 
@@ -282,17 +281,6 @@ def _why(segment: Any) -> str:
     return WHY[segment.decision].format(failed=", ".join(segment.failed_gates))
 
 
-def _interval(iv: Sequence[float | None] | None, unit: str, alpha: float | None = None) -> str:
-    """The decision's interval (at the alpha its test had), or with no alpha a fixed 95 % one, said so."""
-    if not iv or (iv[0] is None and iv[1] is None):
-        return ""
-    lo = in_unit(iv[0], unit, short=True) if iv[0] is not None else "unbounded"
-    hi = in_unit(iv[1], unit) if iv[1] is not None else "unbounded (too few values for an upper bound)"
-    if alpha is None:
-        return f"95% interval {lo} to {hi} (for reading: not the decision's)"
-    return f"decision interval {lo} to {hi} (at alpha {alpha * 100:.2g}%, the level its test had)"
-
-
 def _extra(name: str, value: Any) -> str:
     if value is None:
         return ""
@@ -315,7 +303,7 @@ def _extra(name: str, value: Any) -> str:
         "share_over_budget": lambda v: f"{percent(v)} of values above the budget (5% allowed)",
         "cloud_devices": lambda v: f"{v:,} cloud devices",
         "cloud_design_effect": lambda v: f"cloud design effect {v:.2f}",
-        "baseline_interval_95": lambda v: f"cloud p95 {_interval(v, 'ms')}",
+        "baseline_interval_95": lambda v: f"cloud p95 {interval_text(v, 'ms')}",
         "kill_codes": lambda v: "a kill is " + " or ".join(v),
         "error_device_days": lambda v: "device-days with " + ", ".join(
             f"{code} {percent(x['share'])} ({x['device_days']:,})" for code, x in v.items()) if v else "",
@@ -330,8 +318,8 @@ def _check_parts(check: Any) -> list[str]:
     measured = "measured -" if check.measured is None else (
         ("p95 " if spec.kind == "p95_budget" or check.gate == GateName.WEAK_NETWORK_LATENCY else "")
         + in_unit(check.measured, spec.unit))
-    parts = [measured, _interval(check.interval, spec.unit, check.interval_alpha) if check.interval_alpha
-             else _interval(check.interval or check.reading_interval, spec.unit)]
+    parts = [measured, interval_text(check.interval, spec.unit, check.interval_alpha) if check.interval_alpha
+             else interval_text(check.interval or check.reading_interval, spec.unit)]
     if check.gate != GateName.WEAK_NETWORK_LATENCY:
         parts.append(f"threshold {limit_text(check)}" if check.threshold is not None else "")
     if check.baseline is not None:

@@ -3,6 +3,7 @@ alert): shares in %, latency in ms, the temperature rise in °C, p-values as "p 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pipeline.common.registry import BY_NAME, GateName
@@ -58,10 +59,12 @@ def limit_of(gate: str, threshold: float | None, short: bool = False) -> str:
         gate, threshold, short)
 
 
-def interval_of(gate: str, interval: Any) -> str:
-    """' [12.7% to 18.4%]' of an interval in the gate's unit; an open side (too few values to bound it) reads
-    'open'."""
-    if not interval:
+def interval_text(iv: Sequence[float | None] | None, unit: str, alpha: float | None = None) -> str:
+    """The decision's interval (at the alpha its test had), or with no alpha a fixed 95 % one, said so."""
+    if not iv or (iv[0] is None and iv[1] is None):
         return ""
-    lo, hi = (figure_of(gate, v, short=True) if v is not None else "open" for v in interval)
-    return f" [{lo} to {hi}]"
+    lo = in_unit(iv[0], unit, short=True) if iv[0] is not None else "unbounded"
+    hi = in_unit(iv[1], unit) if iv[1] is not None else "unbounded (too few values for an upper bound)"
+    if alpha is None:
+        return f"95% interval {lo} to {hi} (for reading: not the decision's)"
+    return f"decision interval {lo} to {hi} (at alpha {alpha * 100:.2g}%, the level its test had)"
