@@ -5,6 +5,7 @@ the one-line errors of every command (exit 2, no traceback)."""
 from __future__ import annotations
 
 import fcntl
+import html
 import json
 import os
 import pty
@@ -76,13 +77,14 @@ HEADER = ('segment                     rows  peak mem  resident mem  killed   p9
           'return drop (obs)  detected  fallback    weak-net ms  rise °C  day cap (obs)')
 
 
-def test_gate_says_the_verdict_first_then_failing_then_passing_segments(demo):
+def test_gate_says_the_verdict_first_then_the_routes_then_each_group_of_segments(demo):
     proc = gate(demo)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[:9] == [
+    assert lines[:10] == [
         "verdict for release 4.12: ROLLBACK_TO_CLOUD - a release-wide gate failed",
-        "36 segments: 14 judged (12 roll back, 2 keep edge), 22 insufficient data; "
+        "routes: 36 to cloud",
+        "36 segments: 14 judged (12 fail their own gates, 2 pass), 22 not judged (insufficient data); "
         "window 2026-11-17 .. 2026-11-30 UTC (14 whole days)",
         "release-wide quality loss 15.6% (threshold 3%, p < 0.001, decision interval 12.7% to 18.4% at alpha 0.5%): "
         "fail",
@@ -90,36 +92,39 @@ def test_gate_says_the_verdict_first_then_failing_then_passing_segments(demo):
         "assignment: hold-back 20.35% of 19,145 online requests, 20.00% declared (p = 1, alpha 0.1%): pass",
         "",
         HEADER,
-        "roll back to cloud (12)",
+        "to cloud (12): with the whole release; own gates fail",
         'intent/high/normal         1,079    23.3%          11.5%  0.14%     1,136             360        13.5%X    '
         '              -    97.7%      4.9%               -     0.8              0%',
     ]
-    assert lines[lines.index("keep edge (2)") - 1].startswith("summarize/mid/normal       1,124    31.2%")
-    # too few devices in its pool to show its loss on its own: it keeps the edge, marked ~ (past the threshold,
-    # not yet proven), and says why; the
-    # release-wide test (all pools stratified) rolls the release back
-    assert lines[lines.index("keep edge (2)") + 1].startswith("intent/flagship/normal       470    15.5%")
-    assert any(ln.startswith("not yet significant: intent/flagship/normal quality_loss 10.6% past <= 3% at alpha "
-                             "0.63%; about ") for ln in lines)
+    # two segments pass their own gates and still go to the cloud: the release-wide gates failed; never listed
+    # as "keep edge" beside a release rolled back as a whole
+    passing = "to cloud (2): with the whole release; own gates pass"
+    assert lines[lines.index(passing) - 1].startswith("summarize/mid/normal       1,124    31.2%")
+    assert "keep edge" not in proc.stdout
+    # too few devices in its pool to show its loss on its own: marked ~ (past the threshold, not yet proven),
+    # and its own evidence says what it would take
+    assert lines[lines.index(passing) + 1].startswith("intent/flagship/normal       470    15.5%")
+    assert any(ln.startswith("own evidence: intent/flagship/normal passes its own gates; quality loss 10.6% past "
+                             "<= 3%, not proven at alpha 0.63%: about ") for ln in lines)
     assert ('threshold rewrite                   <=40%          <=25%   <=1%   <=10,000          <=500         <=3%  '
             '              <=1%    >=90%     <=25%    <cloud 9,275   <=5.0            <=5%') in lines  # the cloud's
-    assert "insufficient data (22 segments, not judged): 22 have too few rows (need 20-190 more); --all lists them" \
-        in lines
+    assert ("to cloud (22): with the whole release; not judged: 22 have too few rows (need 20-190 more); --all "
+            "lists them") in lines
     assert "killed = kill_rate (share)" in proc.stdout and "return drop (obs) = retention (share)" in proc.stdout
     assert "peak mem = peak_memory (ratio of RAM)" in proc.stdout
     assert "day cap (obs) = daily_edge_seconds (share)" in proc.stdout
     assert not [ln for ln in lines if ln.startswith("intent/flagship/offline")]  # summarised, not listed
     everything = gate(demo, "--all").stdout.splitlines()
-    assert "insufficient data (22)" in everything
+    assert "to cloud (22): with the whole release; not judged" in everything
     assert len([ln for ln in everything if re.match(r"(intent|rewrite|summarize)/", ln)]) == 36
 
 
 def test_gate_fits_80_columns_and_keeps_the_failing_gates(demo):
     lines = gate(demo, COLUMNS="80").stdout.splitlines()
     assert max(len(ln) for ln in lines) <= 80
-    assert lines[1:3] == ["36 segments: 14 judged (12 roll back, 2 keep edge), 22 insufficient data; window",
-                          "  2026-11-17 .. 2026-11-30 UTC (14 whole days)"]  # wrapped, not cut
-    assert lines[10] == "segment                     rows  peak mem   p95 ms   quality loss  rise °C"
+    assert lines[2:4] == ["36 segments: 14 judged (12 fail their own gates, 2 pass), 22 not judged",
+                          "  (insufficient data); window 2026-11-17 .. 2026-11-30 UTC (14 whole days)"]  # wrapped
+    assert lines[11] == "segment                     rows  peak mem   p95 ms   quality loss  rise °C"
     assert "rewrite/low/normal         1,496      47%X   17,070X        19.8%X     9.7X" in lines
     assert ("8 gate columns hidden to fit 80 columns (resident mem, killed, cold start ms, return drop (obs), "
             "detected, fallback, weak-net ms, day cap (obs)); --wide shows them all") in " ".join(ln.strip()
@@ -129,7 +134,7 @@ def test_gate_fits_80_columns_and_keeps_the_failing_gates(demo):
 def test_gate_at_200_columns_shows_every_gate_and_wide_shows_full_names(demo):
     lines = gate(demo, COLUMNS="200").stdout.splitlines()
     assert max(len(ln) for ln in lines) <= 200
-    assert lines[6] == HEADER and not [ln for ln in lines if "hidden" in ln]
+    assert lines[7] == HEADER and not [ln for ln in lines if "hidden" in ln]
     wide = gate(demo, "--wide", COLUMNS="80").stdout.splitlines()
     assert max(len(ln) for ln in wide) > 80
     assert wide[wide.index("") + 1].split()[2:] == [
@@ -309,10 +314,93 @@ def test_the_borderline_mark_is_rare_on_a_healthy_release_and_unjudged_segments_
     assert len(checks) == 367 and marked == 7, (len(checks), marked)  # was 193 of 367 (an interval holding it)
     assert all(c["status"] == "pass" for c in checks if c["borderline"])
     shown = gate(demo, "--all", "--wide", "--dry-run", COLUMNS="400").stdout.splitlines()
-    start = shown.index(next(line for line in shown if line.startswith("insufficient data (")))
+    start = shown.index("to cloud (22): with the whole release; not judged")  # 4.12's, the last group
     rows = [line for line in shown[start + 1:] if re.match(r"\w+/\w+/\w+ +[\d,]+ ", line)]
     assert len(rows) == 22 and not any(re.search(r"\dX|\d~", line) for line in rows), rows
     assert any("47%" in line for line in rows)  # rewrite/low/weak's figures are shown, unmarked
+
+
+ROUTE_HEADING = re.compile(r"(to cloud|keep edge|edge, cloud check on|to the previous edge model) \(\d+\): (.*)")
+
+
+def _terminal_groups(stdout: str) -> dict[str, tuple[str, str]]:
+    """segment -> (route words, the rest of the heading of the group the terminal lists it under)."""
+    heading, shown = None, {}
+    for line in stdout.splitlines():
+        found = ROUTE_HEADING.match(line)
+        if found:
+            heading = found.groups()
+        elif heading and re.match(r"\w+/\w+/\w+ +[\d,]+ ", line):
+            shown[line.split()[0]] = heading
+    return shown
+
+
+def test_every_output_tells_each_segment_the_same_route_and_why(demo, tmp_path):
+    """The routing table, `state --json`, the terminal, the report and its index, and the alert tell one story
+    per segment: the route the app follows and why (pipeline/views/story.py). On the demo 4.12 every segment goes
+    to the cloud with the release (its release-wide gates failed), the two that pass their own gates included;
+    on 4.11 the judged segments keep the edge and the rest wait on the cloud check."""
+    import shutil
+    from datetime import datetime
+
+    import duckdb
+
+    from pipeline.common.config import load_config
+    from pipeline.gate.evaluate import evaluate_gate
+    from pipeline.views.report import write_reports
+    from pipeline.warehouse import db
+    from pipeline.warehouse.aggregate import use_settings
+
+    path = tmp_path / "told.duckdb"
+    shutil.copy(demo, path)
+    expected = {"4.12": {"cloud": 36}, "4.11": {"edge_with_cloud_check": 22, "edge": 14}}
+    tables = {}
+    for release, counts in expected.items():
+        routing = tmp_path / f"routing-{release}.json"
+        term = cli("gate", "--db", str(path), "--release", release, "--as-of", AS_OF, "--no-alerts", "--all",
+                   "--routing-out", str(routing), COLUMNS="400")
+        assert term.returncode == (1 if release == "4.12" else 0), term.stderr
+        table = {f"{r['task']}/{r['device_tier']}/{r['network_bucket']}": (r["route"], r["cause"], r["reason"])
+                 for r in json.loads(routing.read_text())["routes"]}
+        tables[release] = table
+        routes = [route for route, _, _ in table.values()]
+        assert {r: routes.count(r) for r in set(routes)} == counts
+        state = json.loads(cli("state", "--db", str(path), "--release", release, "--json").stdout)
+        assert {r["segment"]: (r["route"], r["route_cause"], r["route_reason"]) for r in state["segments"]
+                if r["segment"] != "release"} == table
+        groups = _terminal_groups(term.stdout)
+        assert set(groups) == set(table)
+        for segment, (route, cause, _) in table.items():
+            words, rest = groups[segment]
+            if release == "4.12":
+                assert (route, cause, words) == ("cloud", "release_wide", "to cloud")
+                assert rest.startswith("with the whole release; ")
+            elif cause == "not_judged":
+                assert (route, words, rest) == ("edge_with_cloud_check", "edge, cloud check on", "not judged")
+            else:
+                assert (route, cause, words, rest) == ("edge", "own_gates", "keep edge", "own gates pass")
+    config = load_config()
+    with db.reading(path) as con:
+        use_settings(con, config)
+        results = [evaluate_gate(con, r, config, as_of=datetime.fromisoformat(AS_OF)) for r in expected]
+        index = write_reports(con, results, config, tmp_path / "site")
+    for release, table in tables.items():
+        page = (index.parent / f"report-{release}.html").read_text()
+        rows = re.findall(r'<th scope="row" class="seg">([^<]+)</th><td class="route ([a-z_]+)" title="([^"]*)">',
+                          page)
+        assert {seg: (route, html.unescape(why)) for seg, route, why in rows} == \
+            {seg: (route, why) for seg, (route, _, why) in table.items()}
+    index_rows = dict(re.findall(r'>([\d.]+)</a></td><td>.*?</td><td class="routes">([^<]*)</td>',
+                                 index.read_text()))
+    assert index_rows == {"4.12": "36 to cloud", "4.11": "22 edge, cloud check on, 14 keep edge"}
+    with duckdb.connect(str(path), read_only=True) as con:
+        [payload] = con.execute("SELECT payload FROM alerts WHERE release = '4.12' ORDER BY created_at DESC "
+                                "LIMIT 1").fetchone()
+    alert = json.loads(payload)
+    assert alert["routes"] == {"cloud": 36}
+    assert {s["segment"]: (s["route"], s["cause"], s["why"]) for s in alert["segments"]} == tables["4.12"]
+    assert ("- to cloud (2): with the whole release; own gates pass: intent/flagship/normal, "
+            "rewrite/flagship/normal") in alert["text"].splitlines()
 
 
 def test_long_work_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):

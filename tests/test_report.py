@@ -32,6 +32,7 @@ from pipeline.common.config import load_config
 from pipeline.gate.evaluate import evaluate_gate
 from pipeline.planning.simulate import generate
 from pipeline.views.report import CHARTS, VERDICT_COLOURS, report_filename, write_index, write_report, write_reports
+from pipeline.views.story import read_story
 from pipeline.views.units import percent
 from pipeline.warehouse import db
 from pipeline.warehouse.aggregate import refresh, use_settings
@@ -212,13 +213,18 @@ def test_report_without_a_result_evaluates_the_gate_as_of(warehouses, tmp_path):
     assert "2026-11-13 00:00 .. 2026-11-27 00:00 UTC" in page
 
 
-def test_index_lists_releases_and_verdicts_with_links(reports, tmp_path):
+def test_index_lists_releases_and_verdicts_with_links(reports, warehouses, tmp_path):
     results = [r for _, r in reports.values()]
-    index = write_index(tmp_path, results)
+    stories = []
+    for name, r in zip(reports, results, strict=True):
+        with db.reading(warehouses[name]) as con:
+            stories.append(read_story(con, r.to_dict(), CONFIG))
+    index = write_index(tmp_path, results, stories)
     page = index.read_text()
     hrefs = [a["href"] for t, a in _parse(page).tags if t == "a"]
     assert hrefs == [report_filename("4.12")] * 2  # relative: the folder moves as a whole
     assert "rollback_to_cloud" in page and "keep_edge" in page
+    assert '<td class="routes">' + stories[0].routes_text() + "</td>" in page
     assert [u for u in _fetched_urls(page) if not u.startswith("<a ")] == []
     assert report_filename("4.12/../x y") == "report-4.12_.._x_y.html"
 
@@ -448,13 +454,15 @@ LAYOUT_PROBE = """<script>
 </script>"""
 
 
-def _page_order(page: str) -> list[str]:
-    return re.findall(r'<th scope="row" class="seg">([^<]+)</th><td class="decision ([a-z_]+)"', page)
+def _page_order(page: str) -> list[tuple[str, str, str, str]]:
+    """(segment, route, why, own decision) of every row of the gate table, top to bottom."""
+    return re.findall(r'<th scope="row" class="seg">([^<]+)</th><td class="route ([a-z_]+)" title="([^"]*)">'
+                      r'[^<]*</td><td class="decision ([a-z_]+)"', page)
 
 
 def test_report_lists_failing_segments_first_and_links_to_the_index(reports, warehouses, tmp_path):
     page = reports["postmortem"][0].read_text()
-    decisions = [d for _, d in _page_order(page)]
+    decisions = [d for _, _, _, d in _page_order(page)]
     assert decisions == sorted(decisions, key=["rollback_to_cloud", "keep_edge", "insufficient_data"].index)
     assert decisions[0] == "rollback_to_cloud" and "insufficient_data" in decisions
     assert 'id="index-link"' not in page  # a page on its own has no index to go back to

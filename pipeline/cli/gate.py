@@ -48,7 +48,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
                      holdback_share=args.holdback_share, from_events=args.from_events, dry_run=args.dry_run,
                      served=True, routing_out=lambda _: args.routing_out)
     result = judged.result
-    _show_gate(args, result)
+    _show_gate(args, result, judged.story)
     if judged.recorded is None:
         print(f"pipeline gate: dry run: nothing stored, no alert; rollout would be: "
               f"{rollout_state.describe(judged.states, config)}", file=sys.stderr)
@@ -73,14 +73,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
 
 
-def _show_gate(args: argparse.Namespace, result: Any) -> None:
+def _show_gate(args: argparse.Namespace, result: Any, story: Any) -> None:
     """--json: the contract's object; else the view for people (pipeline/views/terminal.py)."""
     if args.json:
         _emit_json(result.to_dict())
         return
     from pipeline.views.terminal import gate_view, terminal_width, wants_colour
 
-    print(gate_view(result, width=terminal_width(sys.stdout), colour=wants_colour(sys.stdout, args.no_color),
+    print(gate_view(result, story, width=terminal_width(sys.stdout), colour=wants_colour(sys.stdout, args.no_color),
                     wide=args.wide, show_all=args.all))
 
 

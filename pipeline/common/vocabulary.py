@@ -33,6 +33,15 @@ class Route(StrEnum):
     CLOUD = "cloud"
 
 
+class RouteCause(StrEnum):
+    """Why a segment has its route (pipeline/rollout/state.py route_for), what every output names beside it."""
+
+    OWN_GATES = "own_gates"  # its own rollout state: ok, suspect, rolled back or recovering
+    RELEASE_WIDE = "release_wide"  # a release-wide gate, or every judged segment rolled back
+    NOT_JUDGED = "not_judged"  # not enough data yet: routing.insufficient_data_route
+    PERSON = "person"  # a person's forced rollback or promote
+
+
 class Side(StrEnum):
     """The side of a comparison with the cloud baseline: the SQL's `side` column (every non-cloud route is edge)."""
 

@@ -38,10 +38,11 @@ from typing import Any, TextIO
 from pipeline.common.config import Config, Sink, effective_sinks
 from pipeline.common.errors import TransientError
 from pipeline.common.registry import label
-from pipeline.common.vocabulary import PREVIOUS_EDGE, Status
+from pipeline.common.vocabulary import PREVIOUS_EDGE, Route, RouteCause, Status, Verdict
 from pipeline.delivery import alertmanager
 from pipeline.delivery.sinks import DeliveryDeadline, PermanentError, send
 from pipeline.rollout import state as rollout_state
+from pipeline.views.story import group_heading, story
 from pipeline.views.units import figure_of, limit_of
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
@@ -61,13 +62,10 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
     evaluation (GateResult.to_dict()) whose figures the lines quote; `number` counts earlier alerts;
     `previous`: routing.previous_edge's fallback model (rollout/previous.py)."""
     routes = rollout_state.routes(states, config, previous)
+    told = story(result, states, config, previous)
     title = f"Release {release}: {rollout_state.headline(after, before, config, routes)}"
-    counts: dict[str, int] = {}
-    for route, _ in routes.values():
-        counts[route] = counts.get(route, 0) + 1
-    shown_routes = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none"
     lines = [title + (" (still, repeated)" if repeat else ""),
-             f"evaluated as of {result['as_of']}: verdict {result['verdict']}; routes now: {shown_routes}; "
+             f"evaluated as of {result['as_of']}: verdict {result['verdict']}; routes now: {told.routes_text()}; "
              f"see `pipeline state --release {release}`"]
     for g, c in result["release_wide"].items():
         if c["status"] == Status.FAIL and c["mode"] == "enforce":
@@ -93,6 +91,10 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
         lines.append(f"- {f['segment']} ({f['state']} since {f['since']}, {f['rows']} rows): {shown}{to}")
     if len(failing) > MAX_SEGMENT_LINES:
         lines.append(f"- ... and {len(failing) - MAX_SEGMENT_LINES} more segments")
+    for route, cause, decision, members in told.groups():  # passing their own gates, yet off the edge
+        if decision == Verdict.KEEP_EDGE and route != Route.EDGE and cause != RouteCause.OWN_GATES:
+            lines.append(f"- {group_heading(route, cause, decision, len(members))}: "
+                         + ", ".join(m.segment for m in members))
     overrides = [{"segment": k, "state": st.state, "route": routes[k][0] if k in routes else None, **st.override}
                  for k, st in sorted(states.items()) if st.override]
     for o in overrides:  # people's actions, beside the gate's own state
@@ -109,7 +111,9 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
              "release": release, "verdict": result["verdict"], "signature": incident, "repeat": repeat,
              "evaluated_at": result["evaluated_at"], "as_of": result["as_of"], "title": title,
              "text": "\n".join(lines), "failing_segments": failing, "overrides": overrides,
-             "routes": counts}
+             "routes": told.counts(),
+             "segments": [{"segment": m.segment, "route": m.route, "cause": m.cause, "why": m.why}
+                          for m in told.segments]}
     if after.kind == "ok":
         alert["resolves"] = _incident(release, before)
     return alert

@@ -23,6 +23,8 @@ from pipeline.gate.evaluate import evaluate_gate
 from pipeline.gate.result import GateResult
 from pipeline.rollout import state as rollout_state
 from pipeline.rollout.history import Recorded, record_evaluation
+from pipeline.rollout.routing import write_routing_table
+from pipeline.views.story import ReleaseStory, story
 from pipeline.warehouse import db
 from pipeline.warehouse.handle import Warehouse
 
@@ -33,6 +35,7 @@ class Judgement:
     states: dict[str, Any]  # the release's rollout states after storing (or what storing would make)
     recorded: Recorded | None  # None: a dry run; falsy: another writer was busy, the evaluation waits
     routing: Path | None  # the routing table written, if one was asked for
+    story: ReleaseStory  # every segment's route, why and own evidence, as every output tells it
 
 
 def judge(wh: Warehouse, reading: Callable[[], AbstractContextManager[Any]],
@@ -54,10 +57,11 @@ def judge(wh: Warehouse, reading: Callable[[], AbstractContextManager[Any]],
     for result in results:
         recorded = None if dry_run else record_evaluation(wh, result, config, trigger=trigger, on_change=on_change)
         states = recorded.states if recorded else preview(wh, result, config)
+        previous = _previous(wh, result, config)
         target = routing_out(result.release) if routing_out else None
         if target is not None:
-            _route(wh, result, config, states, target)
-        judged.append(Judgement(result, states, recorded, target))
+            write_routing_table(result, config, target, states, previous)
+        judged.append(Judgement(result, states, recorded, target, story(result.to_dict(), states, config, previous)))
     return judged
 
 
@@ -69,12 +73,11 @@ def preview(wh: Warehouse, result: GateResult, config: Config) -> dict[str, Any]
         return rollout_state.preview(con, result.to_dict(), config, recorded(con, result.release, wh.path))
 
 
-def _route(wh: Warehouse, result: GateResult, config: Config, states: dict[str, Any], target: Path) -> None:
+def _previous(wh: Warehouse, result: GateResult, config: Config) -> Any:
+    """routing.previous_edge's model for the release (rollout/previous.py), or None."""
+    if not config.routing.previous_edge:
+        return None  # without opening the file
     from pipeline.rollout.previous import find
-    from pipeline.rollout.routing import write_routing_table
 
-    previous = None
-    if config.routing.previous_edge:
-        with db.reading(wh.path) as con:
-            previous = find(con, result.release, config)
-    write_routing_table(result, config, target, states, previous)
+    with db.reading(wh.path) as con:
+        return find(con, result.release, config)

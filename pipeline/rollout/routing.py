@@ -39,9 +39,10 @@ def routing_table(result: Any, config: Config, states: dict[str, Any] | None = N
     states = states if states is not None else rollout_state.fresh(result.to_dict(), config)
     routes = []
     for s in result.segments:
-        route, why = rollout_state.route_for(s.key, states, config, previous)
+        route, why, cause = rollout_state.route_for(s.key, states, config, previous)
         entry = {"task": s.task, "device_tier": s.device_tier, "network_bucket": s.network_bucket,
-                 "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why}
+                 "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why,
+                 "cause": cause}
         if route == PREVIOUS_EDGE:
             entry["model_id"], entry["previous_release"] = previous.model_id, previous.release
         override = states[s.key].override if s.key in states else None

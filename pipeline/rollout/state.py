@@ -43,10 +43,10 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.common.config import Config, Rollout
-from pipeline.common.vocabulary import PREVIOUS_EDGE, Outcome, Route, Verdict
+from pipeline.common.vocabulary import PREVIOUS_EDGE, Outcome, Route, RouteCause, Verdict
 from pipeline.common.vocabulary import Status as CheckStatus
 from pipeline.rollout import actions, windows
 from pipeline.warehouse import sqlfiles
@@ -367,60 +367,69 @@ def status(states: dict[str, SegmentState]) -> RolloutStatus:
     return RolloutStatus("ok", (), total, overrides)
 
 
-def route_for(segment: str, states: dict[str, SegmentState], config: Config,
-              previous: Any = None) -> tuple[str, str]:
+class Routed(NamedTuple):
+    """A segment's route, why in words, and the kind of reason (RouteCause)."""
+    route: str
+    why: str
+    cause: RouteCause
+
+
+def route_for(segment: str, states: dict[str, SegmentState], config: Config, previous: Any = None) -> Routed:
     """The segment's route and why; `previous` (rollout/previous.py) turns a route to the cloud into one to the
     previous release's edge model where that model passed."""
-    route, why = _route_for(segment, states, config)
+    route, why, cause = _route_for(segment, states, config)
     if route == Route.CLOUD and previous is not None and previous.serves(segment):
         route, why = PREVIOUS_EDGE, (f"{why}; the previous release {previous.release}'s edge model "
                                      f"{previous.model_id or '(unknown)'} passed here")
     s = states.get(segment)
     action = forced(s)
     if action == "rollback":
-        return Route.CLOUD, f"override: {s.override['text']} (the gate's own route: {route}, {why})"
+        return Routed(Route.CLOUD, f"override: {s.override['text']} (the gate's own route: {route}, {why})",
+                      RouteCause.PERSON)
     if action == "promote":
         accepted = ", ".join(s.override["gates"]) or "none"
-        return Route.EDGE, (f"override: {s.override['text']}; accepting failures of: {accepted} "
-                            f"(the gate's own route: {route}, {why})")
+        return Routed(Route.EDGE, f"override: {s.override['text']}; accepting failures of: {accepted} "
+                                  f"(the gate's own route: {route}, {why})", RouteCause.PERSON)
     if s is not None and s.override:
         why += f"; the promote {s.override['text']!r} waits: {s.override['waiting']}"
-    return route, why
+    return Routed(route, why, cause)
 
 
-def _route_for(segment: str, states: dict[str, SegmentState], config: Config) -> tuple[str, str]:
+def _route_for(segment: str, states: dict[str, SegmentState], config: Config) -> Routed:
     s = states.get(segment) or SegmentState(segment)
     rel = states.get(RELEASE)
     if release_rolled_back(states):
         why = f"release-wide rollback: {rel.reason}" if rel and rel.state in ROLLED else \
             "release-wide rollback: every judged segment is rolled back"
-        return Route.CLOUD, why
+        return Routed(Route.CLOUD, why, RouteCause.RELEASE_WIDE)
     if s.state in ROLLED:
         if s.failed_gates and set(s.failed_gates) <= set(config.routing.cloud_check_catches):
-            return Route.EDGE_WITH_CLOUD_CHECK, f"{s.state}; a cloud check catches: {', '.join(s.failed_gates)}"
-        return Route.CLOUD, f"{s.state}: {s.reason}"
+            return Routed(Route.EDGE_WITH_CLOUD_CHECK, f"{s.state}; a cloud check catches: "
+                                                       f"{', '.join(s.failed_gates)}", RouteCause.OWN_GATES)
+        return Routed(Route.CLOUD, f"{s.state}: {s.reason}", RouteCause.OWN_GATES)
     if s.state == "suspect":
-        return Route.EDGE_WITH_CLOUD_CHECK, f"suspect: {s.reason}"
+        return Routed(Route.EDGE_WITH_CLOUD_CHECK, f"suspect: {s.reason}", RouteCause.OWN_GATES)
     if rel and rel.state == "suspect":
-        return Route.EDGE_WITH_CLOUD_CHECK, f"release-wide gates suspect: {rel.reason}"
+        return Routed(Route.EDGE_WITH_CLOUD_CHECK, f"release-wide gates suspect: {rel.reason}",
+                      RouteCause.RELEASE_WIDE)
     if s.last_decision in ("", Verdict.INSUFFICIENT_DATA):
-        return config.routing.insufficient_data_route, "not enough data to judge"
-    return Route.EDGE, "all gates pass"
+        return Routed(config.routing.insufficient_data_route, "not enough data to judge", RouteCause.NOT_JUDGED)
+    return Routed(Route.EDGE, "all gates pass", RouteCause.OWN_GATES)
 
 
 def standing(segment: str, states: dict[str, SegmentState], config: Config) -> dict[str, Any]:
     """One segment as people act on it: the gate's own state, the route and why, what holds it, the override."""
     s = states[segment]
-    route, why = route_for(segment, states, config) if segment != RELEASE else (None, s.reason)
-    return {"state": s.state, "route": route, "route_reason": why, "held": s.held or None, "override": s.override}
+    route, why, cause = route_for(segment, states, config) if segment != RELEASE else (None, s.reason, None)
+    return {"state": s.state, "route": route, "route_reason": why, "route_cause": cause,
+            "held": s.held or None, "override": s.override}
 
 
-def routes(states: dict[str, SegmentState], config: Config, previous: Any = None) -> dict[str, tuple[str, str]]:
+def routes(states: dict[str, SegmentState], config: Config, previous: Any = None) -> dict[str, Routed]:
     return {k: route_for(k, states, config, previous) for k in sorted(states) if k != RELEASE}
 
 
-def headline(status: RolloutStatus, before: RolloutStatus, config: Config,
-             routes: dict[str, tuple[str, str]]) -> str:
+def headline(status: RolloutStatus, before: RolloutStatus, config: Config, routes: dict[str, Routed]) -> str:
     text = _headline(status, before, config, routes)
     if status.overrides:  # never read as the gate's own view
         n = len(status.overrides)
@@ -428,11 +437,11 @@ def headline(status: RolloutStatus, before: RolloutStatus, config: Config,
     return text
 
 
-def _headline(status: RolloutStatus, before: RolloutStatus, config: Config, routes: dict[str, tuple[str, str]]) -> str:
+def _headline(status: RolloutStatus, before: RolloutStatus, config: Config, routes: dict[str, Routed]) -> str:
     n, k = status.total, len(status.segments)
-    previous = sum(routes.get(seg, ("",))[0] == PREVIOUS_EDGE for seg in status.segments)
+    previous = sum(seg in routes and routes[seg].route == PREVIOUS_EDGE for seg in status.segments)
     if status.kind in (Verdict.ROLLBACK_TO_CLOUD, Verdict.PARTIAL_ROLLBACK) and previous:
-        checked = sum(routes.get(seg, ("",))[0] == Route.EDGE_WITH_CLOUD_CHECK for seg in status.segments)
+        checked = sum(seg in routes and routes[seg].route == Route.EDGE_WITH_CLOUD_CHECK for seg in status.segments)
         parts = [f"{k - checked - previous} to cloud"] * (k - checked - previous > 0) \
             + [f"{checked} to cloud check"] * (checked > 0) + [f"{previous} to the previous edge model"]
         kind = "rollback" if status.kind == Verdict.ROLLBACK_TO_CLOUD else "partial rollback"
@@ -440,7 +449,7 @@ def _headline(status: RolloutStatus, before: RolloutStatus, config: Config, rout
     if status.kind == Verdict.ROLLBACK_TO_CLOUD:
         return f"rollback: all {n} segments to cloud"
     if status.kind == Verdict.PARTIAL_ROLLBACK:
-        checked = sum(routes.get(seg, ("",))[0] == Route.EDGE_WITH_CLOUD_CHECK for seg in status.segments)
+        checked = sum(seg in routes and routes[seg].route == Route.EDGE_WITH_CLOUD_CHECK for seg in status.segments)
         text = f"partial rollback: {k - checked} of {n} segments to cloud"
         return text + (f", {checked} to cloud check" if checked else "")
     if status.kind == "suspect":
@@ -476,8 +485,9 @@ class StateView:
 
     def _rows(self) -> list[dict[str, Any]]:
         routes = {k: route_for(k, self.states, self.config, self.previous) for k in self.states}
-        return [{**s.to_dict(), "route": routes[k][0] if k != RELEASE else "",
-                 "route_reason": routes[k][1] if k != RELEASE else ""}
+        return [{**s.to_dict(), "route": routes[k].route if k != RELEASE else "",
+                 "route_reason": routes[k].why if k != RELEASE else "",
+                 "route_cause": routes[k].cause if k != RELEASE else ""}
                 for k, s in sorted(self.states.items(), key=lambda kv: (kv[0] == RELEASE, kv[0]))]
 
     def to_dict(self) -> dict[str, Any]:

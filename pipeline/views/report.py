@@ -36,7 +36,9 @@ from pipeline.common.config import Config
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GateName
 from pipeline.common.registry import label as gate_label
 from pipeline.common.vocabulary import BUCKETS, TIERS, Side, Status, Tier, Verdict
+from pipeline.gate.drill import NULL
 from pipeline.gate.result import GateCheck, GateResult, Segment
+from pipeline.views.story import ROUTE_WORDS, ReleaseStory, group_heading, read_story
 from pipeline.views.units import figure_of, interval_text, limit_text, p_text, percent
 from pipeline.warehouse import sqlfiles
 
@@ -49,6 +51,8 @@ VERDICT_TEXT = {Verdict.KEEP_EDGE: "keep the edge route everywhere",
                 Verdict.PARTIAL_ROLLBACK: "roll some segments back to the cloud",
                 Verdict.ROLLBACK_TO_CLOUD: "roll the whole release back to the cloud",
                 Verdict.INSUFFICIENT_DATA: "not enough data to decide"}
+UNKNOWN = "unknown"  # a device that did not report its chip or OS version: a lead too, never merged away
+OWN_SHORT = {Verdict.ROLLBACK_TO_CLOUD: "fail", Verdict.KEEP_EDGE: "pass", Verdict.INSUFFICIENT_DATA: "not judged"}
 SIDE_COLOURS = {"domain": ["edge", "cloud"], "range": ["#d1495b", "#2e86ab"]}
 STATUS_COLOURS = {"domain": [Status.PASS, Status.FAIL, Status.INSUFFICIENT_DATA],
                   "range": ["#2e7d32", "#c62828", "#9e9e9e"]}
@@ -63,12 +67,14 @@ def report_filename(release: str) -> str:
 
 def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, out: Path,
                  as_of: datetime | None = None, result: GateResult | None = None,
-                 candidates: list[Path] | None = None, index_href: str | None = None) -> Path:
+                 candidates: list[Path] | None = None, index_href: str | None = None,
+                 story: ReleaseStory | None = None) -> Path:
     """Write the report of `release` to `out` (an .html file) and return its path.
 
     `result` is the gate's evaluation to show; without it the gate is evaluated here (as of `as_of`).
     The connection's derived fields follow `config` (as the gate's do). `index_href`: a link back to
-    the index page of a folder of reports (nightly --report-dir)."""
+    the index page of a folder of reports (nightly --report-dir). `story`: the routes as the rollout has
+    them (views/story.py), read from the warehouse when not given."""
     from pipeline.gate.evaluate import evaluate_gate
     from pipeline.warehouse.aggregate import use_settings
 
@@ -80,7 +86,8 @@ def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, o
     data = _chart_data(con, result)
     data["matrix"] = _matrix_data(con, result, config)
     data["ledger"] = _ledger_data(con, result, config, candidates)
-    data["rollout"] = _rollout_data(con, result, config)
+    data["story"] = story or read_story(con, result.to_dict(), config)
+    data["actions"] = _actions(con, result)
     page = _page(result, config, data, index_href)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -93,27 +100,26 @@ def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, o
 def write_reports(con: duckdb.DuckDBPyConnection, results: list[GateResult], config: Config,
                   folder: Path) -> Path:
     """The nightly hook: report-<release>.html for every result, then index.html; returns the index."""
-    for r in results:
+    stories = [read_story(con, r.to_dict(), config) for r in results]
+    for r, story in zip(results, stories, strict=True):
         write_report(con, r.release, config, Path(folder) / report_filename(r.release), result=r,
-                     index_href="index.html")
-    return write_index(Path(folder), results)
+                     index_href="index.html", story=story)
+    return write_index(Path(folder), results, stories)
 
 
-def write_index(folder: Path, results: list[GateResult]) -> Path:
-    """index.html in `folder`: one row per release with its verdict, linking report-<release>.html."""
+def write_index(folder: Path, results: list[GateResult], stories: list[ReleaseStory]) -> Path:
+    """index.html in `folder`: one row per release with its verdict and routes, linking report-<release>.html."""
     rows = []
-    for r in sorted(results, key=lambda r: r.release):
-        judged = [s for s in r.segments if s.decision != Verdict.INSUFFICIENT_DATA]
-        rolled = sum(s.decision == Verdict.ROLLBACK_TO_CLOUD for s in judged)
+    for r, story in sorted(zip(results, stories, strict=True), key=lambda rs: rs[0].release):
         name = report_filename(r.release)
         rows.append(
             f"<tr><td><a href=\"{_e(name)}\">{_e(r.release)}</a></td>"
             f"<td><span class=\"badge\" style=\"background:{VERDICT_COLOURS.get(r.verdict, '#57606a')}\">"
-            f"{_e(r.verdict)}</span></td><td>{rolled} of {len(judged)}</td>"
+            f"{_e(r.verdict)}</span></td><td class=\"routes\">{_e(story.routes_text())}</td>"
             f"<td>{r.window_start:%Y-%m-%d %H:%M} .. {r.window_end:%Y-%m-%d %H:%M} UTC</td><td>{_e(r.note)}</td></tr>")
     body = ("<h1>Release reports</h1>"
             f"<p>{len(results)} release{'s' if len(results) != 1 else ''} evaluated.</p>"
-            "<table class=\"index\"><thead><tr><th>release</th><th>verdict</th><th>segments rolled back</th>"
+            "<table class=\"index\"><thead><tr><th>release</th><th>verdict</th><th>routes (segments)</th>"
             "<th>window</th><th>why</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -156,12 +162,17 @@ def _matrix_data(con: duckdb.DuckDBPyConnection, result: GateResult, config: Con
             for i, v in enumerate((c.k, c.n, c.devices, max(0.0, c.excess))):
                 acc[i] += v
     excess = sum(a[3] for a in pooled.values()) or 1.0
-    cells = [{"soc": soc, "os_version": os, "figure": k / n, "count": int(n), "devices": int(dev),
-              "share_of_excess": e / excess} for (soc, os), (k, n, dev, e) in sorted(pooled.items()) if n > 0]
+    cells = [{"soc": _known(soc), "os_version": _known(os), "figure": k / n, "count": int(n), "devices": int(dev),
+              "few": dev < config.min_devices, "share_of_excess": e / excess}
+             for (soc, os), (k, n, dev, e) in sorted(pooled.items()) if n > 0]
     first = found.drills[0]
     largest = max(found.drills, key=lambda d: sum(c.n for c in d.raw))
     return {"gate": gate, "what": first.what, "threshold": first.threshold, "segments": segments, "cells": cells,
-            "answer": f"{largest.segment}: {largest.answer}"}
+            "answer": f"{largest.segment}: {largest.answer}", "min_devices": config.min_devices}
+
+
+def _known(value: str) -> str:
+    return UNKNOWN if value == NULL else value
 
 
 DECISION_ORDER = {Verdict.ROLLBACK_TO_CLOUD: 0, Verdict.KEEP_EDGE: 1, Verdict.INSUFFICIENT_DATA: 2}
@@ -248,10 +259,12 @@ def _latency_chart(alt: Any, ds: dict, config: Config, rows: list[dict[str, Any]
 
 def _matrix_chart(alt: Any, ds: dict, matrix: dict[str, Any]) -> Any:
     cells = matrix["cells"]
-    by_excess: dict[str, float] = {}
+    pooled: dict[str, list[float]] = {}
     for c in cells:
-        by_excess[c["soc"]] = by_excess.get(c["soc"], 0.0) + c["share_of_excess"]
-    socs = sorted(by_excess, key=lambda s: (-by_excess[s], s))  # the chip with most of the excess on top
+        acc = pooled.setdefault(c["soc"], [0.0, 0.0])
+        acc[0] += c["figure"] * c["count"]
+        acc[1] += c["count"]
+    socs = sorted(pooled, key=lambda s: (-pooled[s][0] / pooled[s][1], s))  # the worst chip, over every OS, on top
     base = alt.Chart(_named(alt, ds, "matrix", cells)).encode(
         x=alt.X("os_version:N", title="OS version", sort="ascending", axis=alt.Axis(labelAngle=0, orient="top")),
         y=alt.Y("soc:N", title="SoC", sort=socs))
@@ -259,12 +272,14 @@ def _matrix_chart(alt: Any, ds: dict, matrix: dict[str, Any]) -> Any:
         color=alt.Color("figure:Q", title=matrix.get("what") or "figure",  # white up to the threshold, then red
                         scale=alt.Scale(domain=[0, matrix.get("threshold") or 0.05, 1],
                                         range=["#ffffff", "#fde0dd", "#b71c1c"]),
-                        legend=alt.Legend(format="%", orient="bottom")),
+                        legend=alt.Legend(format="%", orient="bottom", titleLimit=0)),
+        opacity=alt.condition("datum.few", alt.value(0.25), alt.value(1.0)),
         tooltip=["soc:N", "os_version:N", alt.Tooltip("figure:Q", format=".1%"), "count:Q", "devices:Q",
                  alt.Tooltip("share_of_excess:Q", format=".0%", title="share of the excess")])
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("figure:Q", format=".0%"),
-        color=alt.condition("datum.figure > 0.5", alt.value("white"), alt.value("#24292f")))
+        color=alt.condition("datum.figure > 0.5 && !datum.few", alt.value("white"), alt.value("#24292f")),
+        opacity=alt.condition("datum.few", alt.value(0.45), alt.value(1.0)))
     title = "no gate fails in a rolled-back segment: nothing to locate"
     if matrix["gate"]:
         title = (f"{gate_label(matrix['gate'])}: {matrix['what']} per SoC and OS, over the "
@@ -406,20 +421,27 @@ def _cell(c: GateCheck | None, judged: bool = True) -> str:
     return f"<td class=\"{' '.join(classes)}\" title=\"{_e('; '.join(detail))}\">{text}</td>"
 
 
-def _gate_table(result: GateResult) -> str:
+def _gate_table(result: GateResult, story: ReleaseStory) -> str:
     gates = [g for g in GATE_NAMES if any(g in s.checks for s in result.segments)]
     head = "".join(f"<th title=\"{_e(g)}\">{_e(BY_NAME[g].column)}</th>" for g in gates)
+    by_key = {s.key: s for s in result.segments}
     body = []
-    for s in failing_first(result.segments):  # the decision right after the segment: visible on any screen
-        decision = s.decision + (f" (needs {s.needs_rows} more rows)" if s.needs_rows else "")
-        fb = s.checks.get(GateName.FALLBACK_RATE)
-        baseline = fb.baseline_level if fb and fb.baseline_level else "–"
-        body.append(f"<tr><th scope=\"row\" class=\"seg\">{_e(s.key)}</th>"
-                    f"<td class=\"decision {_e(s.decision)}\">{_e(decision)}</td><td class=\"num\">{s.rows:,}</td>"
-                    + "".join(_cell(s.checks.get(g), s.decision != Verdict.INSUFFICIENT_DATA) for g in gates)
-                    + f"<td class=\"baseline\">{_e(baseline)}</td></tr>")
+    for route, cause, decision, members in story.groups():  # as the terminal: farthest from the edge first
+        body.append(f"<tr class=\"group {_e(route)}\"><th colspan=\"{len(gates) + 5}\">"
+                    f"{_e(group_heading(route, cause, decision, len(members)))}</th></tr>")
+        for m in members:  # the route and the own decision right after the segment: visible on any screen
+            s = by_key[m.segment]
+            own = f"needs {s.needs_rows} more rows" if s.needs_rows else OWN_SHORT[s.decision]
+            fb = s.checks.get(GateName.FALLBACK_RATE)
+            baseline = fb.baseline_level if fb and fb.baseline_level else "–"
+            body.append(f"<tr><th scope=\"row\" class=\"seg\">{_e(s.key)}</th>"
+                        f"<td class=\"route {_e(m.route)}\" title=\"{_e(m.why)}\">{_e(ROUTE_WORDS[m.route])}</td>"
+                        f"<td class=\"decision {_e(s.decision)}\" title=\"{_e(m.evidence)}\">{_e(own)}</td>"
+                        f"<td class=\"num\">{s.rows:,}</td>"
+                        + "".join(_cell(s.checks.get(g), s.decision != Verdict.INSUFFICIENT_DATA) for g in gates)
+                        + f"<td class=\"baseline\">{_e(baseline)}</td></tr>")
     return ("<div class=\"table-wrap\"><table class=\"gates\"><thead><tr><th class=\"seg\">segment</th>"
-            "<th class=\"decision\">decision</th><th>rows</th>" + head
+            "<th class=\"route\">route</th><th class=\"decision\">own gates</th><th>rows</th>" + head
             + "<th>cloud baseline</th></tr></thead><tbody>" + "".join(body) + "</tbody></table></div>")
 
 
@@ -447,8 +469,9 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
     facts = [
         ("window", f"{result.window_start:%Y-%m-%d %H:%M} .. {result.window_end:%Y-%m-%d %H:%M} UTC "
                    f"({result.window.days} whole days before the as-of day)"),
-        ("segments", f"{len(segments)} (task x tier x network bucket): {len(judged)} judged, {len(rolled)} roll "
-                     f"back, {len(segments) - len(judged)} lack data"),
+        ("routes", f"{data['story'].routes_text()} ({data['story'].headline})"),
+        ("segments", f"{len(segments)} (task x tier x network bucket): {len(judged)} judged, {len(rolled)} fail "
+                     f"their own gates, {len(segments) - len(judged)} not judged (too little data)"),
         ("rows counted", f"{edge_rows:,} edge rows judged by the gate; {cloud_rows:,} cloud rows in the window"),
         ("rows quarantined", f"{data['quarantined']:,} rows of release {result.release} failed the data contract "
                              "at ingestion (not counted above)"),
@@ -460,29 +483,20 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
         ("hold-back split", _split(result)),
         ("evaluated", f"{result.evaluated_at:%Y-%m-%d %H:%M} UTC with {result.config_source} "
                       f"(digest {result.config_digest})"),
-        ("rollout", data["rollout"]["headline"]),
-        *[("override (a person's action)", line) for line in data["rollout"]["overrides"]],
-        *[("held", line) for line in data["rollout"]["held"]],
-        ("people's actions", "; ".join(data["rollout"]["actions"]) or "none"),
+        *[("override (a person's action)", line) for line in data["story"].overrides],
+        *[("held", line) for line in data["story"].held],
+        ("people's actions", "; ".join(data["actions"]) or "none"),
         ("read from", f"snapshot {result.snapshot['id']} published {result.snapshot['published_at']}: a writer "
                       "held the warehouse" if result.snapshot else "the warehouse"),
     ]
     return "<dl class=\"facts\">" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts) + "</dl>"
 
 
-def _rollout_data(con: duckdb.DuckDBPyConnection, result: GateResult, config: Config) -> dict[str, Any]:
-    """The rollout at the evaluation's time: its headline (overrides named), and people's actions in words."""
-    from pipeline.rollout import state as rollout_state
+def _actions(con: duckdb.DuckDBPyConnection, result: GateResult) -> list[str]:
+    """People's actions on the release, in words."""
     from pipeline.rollout.actions import recorded
 
-    acts = recorded(con, result.release)
-    states = rollout_state.current(con, result.release, config, result.evaluated_at, acts)
-    return {"headline": rollout_state.describe(states, config) if states else "no stored evaluation yet",
-            "overrides": [f"{k}: {s.override['text']}" + (f" (waits: {s.override['waiting']})"
-                                                          if s.override["waiting"] else "")
-                          + f"; the gate's own state: {s.state}" for k, s in sorted(states.items()) if s.override],
-            "held": [f"{k}: {s.held}" for k, s in sorted(states.items()) if s.held],
-            "actions": [f"{a.action} {a.segment}: {a.describe()}" for a in acts]}
+    return [f"{a.action} {a.segment}: {a.describe()}" for a in recorded(con, result.release)]
 
 
 def _split(result: Any) -> str:
@@ -511,8 +525,9 @@ def _failing_summary(segments: list[Segment]) -> str:
 CAPTIONS = {
     "matrix": "Where the failure is: the gate that fails in most rolled-back segments, split by chip and OS "
               "version (each square: its figure on those devices, pooled over those segments; hover for counts and "
-              "its share of the excess). pipeline drill --release R gives every dimension, the cells flagged and "
-              "a one-line answer.",
+              "its share of the excess). The worst chip is on top; a faded square has fewer devices than "
+              "min_devices, too few to read alone; \"unknown\" is a device that did not report its chip or OS "
+              "version. pipeline drill --release R gives every dimension, the cells flagged and a one-line answer.",
     "latency": "Bars: p50, p95 and p99 of total_ms over the window, edge beside cloud, per task and network "
                "bucket, on one scale for every panel. The gate judges the edge p95 per segment "
                "(inference_duration) and, in weak networks, against the cloud's p95 (weak_network_latency).",
@@ -554,7 +569,7 @@ def _page(result: GateResult, config: Config, data: dict[str, Any], index_href: 
         "threshold, not yet proven (more devices could fail it)</span> <span class=\"key observe\">observe-only gate "
         "(never blocks)</span>. A segment too small to judge shows its figures unmarked. Hover a cell for the "
         "interval, baseline and p-value.</p>"
-        f"{_gate_table(result)}{_ledger_section(data.get('ledger'))}{charts}"
+        f"{_gate_table(result, data['story'])}{_ledger_section(data.get('ledger'))}{charts}"
         "<footer><p id=\"report-status\" data-charts=\"" + str(len(CHARTS)) + "\">charts: drawing…</p>"
         "<p>Written by <code>pipeline report</code> from the gate's own evaluation; chart data from sql/report/. "
         "Works offline: every script and style is in this file.</p></footer>")
@@ -688,22 +703,27 @@ h1{font-size:22px;margin:0 0 12px}h2{font-size:17px;margin:28px 0 4px}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 16px;margin:14px 0}
 dl.facts dt{font-weight:600;color:#57606a}dl.facts dd{margin:0}
 .caption{color:#57606a;margin:2px 0 8px;max-width:1000px}
-table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:right}
-thead th{background:#f6f8fa;position:sticky;top:0}
-thead th:first-child,thead th:last-child,thead th.decision{text-align:left}
+table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #d0d7de;padding:3px 4px;text-align:right}
+thead th{background:#f6f8fa;position:sticky;top:0;font-weight:600}
+thead th:first-child,thead th:last-child,thead th.decision,thead th.route{text-align:left}
 tbody th{text-align:left;font-weight:500;white-space:nowrap}
 .table-wrap{overflow-x:auto;max-width:100%}
-th.seg,.decision{position:sticky;z-index:1;box-sizing:border-box}th.seg{left:0;width:190px;min-width:190px}
-.decision{left:190px}tbody th.seg,td.decision{background:#fff}thead th.seg,thead th.decision{z-index:2}
+th.seg{position:sticky;z-index:1;box-sizing:border-box;left:0;width:170px;min-width:170px}
+tbody th.seg{background:#fff}thead th.seg{z-index:2}
 nav{margin:0 0 6px}nav a{color:#0969da}
 td{white-space:nowrap}td b{display:block;font-weight:600}td small{display:block;color:#57606a;font-size:10px}
 td.fail{background:#ffd7d5;color:#82071e}td.fail small{color:#82071e}
 td.insufficient_data{background:#eaeef2;color:#57606a}td.not_applicable{color:#8c959f;text-align:center}
 td.borderline{outline:2px dotted #9a6700;outline-offset:-3px}td.observe{font-style:italic}
 td.observe.fail{background:#fff1c2;color:#7d4e00}
-td.decision{text-align:left;white-space:nowrap;font-weight:600}td.decision.rollback_to_cloud{color:#c62828}
+td.route{text-align:left;font-weight:600}
+tr.group th{text-align:left;background:#f6f8fa;font-weight:600;position:static}tr.group.cloud th{color:#c62828}
+tr.group.previous_edge th{color:#c62828}tr.group.edge th{color:#1a7f37}tr.group.edge_with_cloud_check th{color:#9a6700}
+td.route.cloud,td.route.previous_edge{color:#c62828}td.route.edge{color:#1a7f37}
+td.route.edge_with_cloud_check{color:#9a6700}
+td.decision{text-align:left;white-space:normal;min-width:70px}td.decision.rollback_to_cloud{color:#c62828}
 td.decision.keep_edge{color:#1a7f37}td.decision.insufficient_data{color:#57606a}
-td.baseline{text-align:left;color:#57606a;white-space:nowrap}
+td.baseline{text-align:left;color:#57606a;white-space:normal;min-width:90px}
 .key{padding:0 4px;border-radius:3px;white-space:nowrap}
 .key.fail{background:#ffd7d5}.key.insufficient_data{background:#eaeef2}
 .key.borderline{outline:2px dotted #9a6700}.key.observe{font-style:italic}

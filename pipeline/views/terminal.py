@@ -20,8 +20,9 @@ from typing import Any, TextIO
 
 from pipeline.common.registry import BY_NAME, GATES, GateName
 from pipeline.common.registry import label as gate_label
-from pipeline.common.vocabulary import CellStatus, Status, Verdict
-from pipeline.views.units import in_unit, interval_text, limit_text, p_text, percent
+from pipeline.common.vocabulary import PREVIOUS_EDGE, CellStatus, Route, Status, Verdict
+from pipeline.views.story import OWN_PASS, group_heading
+from pipeline.views.units import alpha_text, in_unit, interval_text, limit_text, p_text, percent
 
 # ------------------------------------------------------------------ the terminal
 
@@ -56,6 +57,8 @@ class Paint:
 
 DECISION_STYLE = {Verdict.ROLLBACK_TO_CLOUD: "bold_red", Verdict.KEEP_EDGE: "green",
                   Verdict.INSUFFICIENT_DATA: "yellow"}
+ROUTE_STYLE = {Route.CLOUD: "bold_red", PREVIOUS_EDGE: "bold_red", Route.EDGE_WITH_CLOUD_CHECK: "bold_yellow",
+               Route.EDGE: "bold_green"}
 VERDICT_STYLE = {Verdict.ROLLBACK_TO_CLOUD: "bold_red", Verdict.PARTIAL_ROLLBACK: "bold_red",
                  Verdict.KEEP_EDGE: "bold_green", Verdict.INSUFFICIENT_DATA: "bold_yellow"}
 MARKS = ("marks: X failed, ? insufficient data, - not applicable, "
@@ -95,14 +98,16 @@ def window_text(result: Any) -> str:
     return f"{w.start:%Y-%m-%d} .. {w.end - timedelta(days=1):%Y-%m-%d} UTC ({w.days} whole days{waiting}{held})"
 
 
-def summary_lines(result: Any) -> list[str]:
-    """The verdict and one line of counts: what `gate` prints first."""
+def summary_lines(result: Any, story: Any) -> list[str]:
+    """The verdict, the routes and one line of counts: what `gate` prints first."""
     segments = result.segments
     judged = [s for s in segments if s.decision != Verdict.INSUFFICIENT_DATA]
-    rolled = sum(s.decision == Verdict.ROLLBACK_TO_CLOUD for s in judged)
+    failing = sum(s.decision == Verdict.ROLLBACK_TO_CLOUD for s in judged)
     lines = [f"verdict for release {result.release}: {result.verdict.upper()} - {result.note}",
-             f"{len(segments)} segments: {len(judged)} judged ({rolled} roll back, {len(judged) - rolled} keep edge), "
-             f"{len(segments) - len(judged)} insufficient data; window {window_text(result)}"]
+             f"routes: {story.routes_text()}",
+             f"{len(segments)} segments: {len(judged)} judged ({failing} fail their own gates, "
+             f"{len(judged) - failing} pass), {len(segments) - len(judged)} not judged (insufficient data); "
+             f"window {window_text(result)}"]
     if result.source.kind != "rollup":
         lines.append(f"read from the window's events, not the rollup: {result.source.reason}")
     for name, rw in result.release_wide.items():
@@ -112,7 +117,7 @@ def summary_lines(result: Any) -> list[str]:
         iv = ""
         if rw.interval and rw.interval_alpha is not None:
             lo, hi = (percent(v) if v is not None else "unbounded" for v in rw.interval)
-            iv = f", decision interval {lo} to {hi} at alpha {rw.interval_alpha * 100:.2g}%"
+            iv = f", decision interval {lo} to {hi} at alpha {alpha_text(rw.interval_alpha)}"
         lines.append(f"release-wide {gate_label(name)} {percent(rw.measured)} (threshold {percent(rw.threshold)}"
                      f"{p}{iv}): {rw.status}")
     split = result.assignment
@@ -128,24 +133,10 @@ def summary_lines(result: Any) -> list[str]:
     return lines
 
 
-def _not_yet_significant(segments: list[Any]) -> list[str]:
-    """A line per kept segment whose figure is past its threshold without the evidence to act on it yet."""
-    out = []
-    for s in segments:
-        if s.decision != Verdict.KEEP_EDGE:
-            continue
-        for g, c in s.checks.items():
-            past = c.measured is not None and c.threshold is not None and c.status != Status.FAIL and (
-                c.measured < c.threshold if BY_NAME[g].direction == "min" else c.measured > c.threshold)
-            if not past or c.mode != "enforce":
-                continue
-            more = c.extra.get("more_devices_to_detect")
-            wait = (f"; about {more:,} more edge devices (~{c.extra.get('nights_to_detect', 0):,} nights) would "
-                    "catch twice the tolerance" if more else "")
-            alpha = f" at alpha {c.interval_alpha * 100:.2g}%" if c.interval_alpha is not None else ""
-            out.append(f"not yet significant: {s.key} {g} {in_unit(c.measured, BY_NAME[g].unit)} past "
-                       f"{limit_text(c)}{alpha}{wait}")
-    return out
+def _own_evidence(story: Any) -> list[str]:
+    """A line per passing segment with a figure past its threshold and not yet proven: what it would take."""
+    return [f"own evidence: {s.segment} {s.evidence}" for s in story.segments
+            if s.decision == Verdict.KEEP_EDGE and s.evidence != OWN_PASS]
 
 
 def _insufficient_summary(segments: list[Any]) -> str:
@@ -164,7 +155,7 @@ def _insufficient_summary(segments: list[Any]) -> str:
     if lacking:
         gates = ", ".join(f"{g} {n}x" for g, n in lacking.items())
         parts.append(f"{len(segments) - len(few)} lack an enforced gate's inputs ({gates})")
-    return f"insufficient data ({len(segments)} segments, not judged): {'; '.join(parts)}; --all lists them"
+    return f"{'; '.join(parts)}; --all lists them"
 
 
 def _fit(fixed: int, gate_widths: dict[str, int], priority: list[str], width: int | None) -> list[str]:
@@ -179,19 +170,17 @@ def _fit(fixed: int, gate_widths: dict[str, int], priority: list[str], width: in
     return [g for g in gate_widths if g in kept]
 
 
-def gate_view(result: Any, width: int | None = None, colour: bool = False, wide: bool = False,
+def gate_view(result: Any, story: Any, width: int | None = None, colour: bool = False, wide: bool = False,
               show_all: bool = False) -> str:
-    """The gate's terminal view (module docstring): sections by decision, one column per gate.
-    `width` None: no limit."""
+    """The gate's terminal view (module docstring): one group per route and its reason (views/story.py),
+    one column per gate. `width` None: no limit."""
     paint = Paint(colour)
     limit = None if wide else width
     segments = result.segments
-    groups = [("roll back to cloud", "bold_red", [s for s in segments if s.decision == Verdict.ROLLBACK_TO_CLOUD]),
-              ("keep edge", "bold_green", [s for s in segments if s.decision == Verdict.KEEP_EDGE])]
-    insufficient = [s for s in segments if s.decision == Verdict.INSUFFICIENT_DATA]
-    if show_all:
-        groups.append(("insufficient data", "bold_yellow", insufficient))
-    shown = [s for _, _, group in groups for s in group]
+    by_key = {s.key: s for s in segments}
+    groups = [(route, group_heading(route, cause, decision, len(members)), [by_key[m.segment] for m in members])
+              for route, cause, decision, members in story.groups()]
+    shown = [s for _, _, group in groups for s in group if show_all or s.decision != Verdict.INSUFFICIENT_DATA]
     gates = [g.name for g in GATES if any(g.name in s.checks for s in segments)]
     observe = {g: all(s.checks[g].mode == "observe" for s in segments) for g in gates}
     title = {g: (g if wide else BY_NAME[g].column) + (" (obs)" if observe[g] else "") for g in gates}
@@ -217,22 +206,24 @@ def gate_view(result: Any, width: int | None = None, colour: bool = False, wide:
         parts[-1] = (parts[-1][0], parts[-1][1].rstrip())
         return "  ".join(paint(style, text) for style, text in parts).rstrip()
 
-    first, *rest = summary_lines(result)
+    first, *rest = summary_lines(result, story)
     out = [paint(VERDICT_STYLE.get(result.verdict), ln) for ln in _wrap(first, limit)]
     out += [ln for text in rest for ln in _wrap(text, limit)]
     if not segments:
         return "\n".join(out)
     out += ["", line("segment", "rows", {g: (title[g], "") for g in gates}, {})]
-    for label, style, group in groups:
-        out.append(paint(style, f"{label} ({len(group)})"))
-        for s in group:
+    for route, heading, group in groups:
+        unjudged = group[0].decision == Verdict.INSUFFICIENT_DATA
+        if unjudged and not show_all:
+            heading += ": " + _insufficient_summary(group)
+        out += [paint(ROUTE_STYLE.get(route), ln) for ln in _wrap(heading, limit)]
+        for s in group if show_all or not unjudged else []:
             styles = {g: ("red" if s.checks[g].blocks else "yellow" if s.checks[g].status == Status.FAIL else None)
-                      for g in gates} if s.decision != Verdict.INSUFFICIENT_DATA else {}
+                      for g in gates} if not unjudged else {}
             out.append(line(s.key, f"{s.rows:,}", cells[s.key], styles))
     for t in tasks:
         out.append(paint("dim", line(f"threshold {t}", "", {g: (v, "") for g, v in thresholds[t].items()}, {})))
-    notes = [_insufficient_summary(insufficient)] if insufficient and not show_all else []
-    notes += _not_yet_significant(shown)
+    notes = _own_evidence(story)
     notes += _cell_lines(result)
     hidden = [title[g] for g in gates if g not in kept]
     if hidden:
@@ -340,7 +331,7 @@ def test_text(name: str, t: Any) -> str:
     """One test as people read it: what it found, at which level, and how."""
     what = f"{name.replace('_', ' ')} " if name else ""
     p = "p not computed" if t.p_value is None or not math.isfinite(t.p_value) else p_text(t.p_value)
-    alpha = f" against alpha {t.alpha * 100:.2g}%" if t.alpha is not None else ""
+    alpha = f" against alpha {alpha_text(t.alpha)}" if t.alpha is not None else ""
     if t.burden == "prove_safe":
         found = "shown within the threshold" if t.rejected else "not shown within the threshold"
     else:

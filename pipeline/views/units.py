@@ -4,6 +4,7 @@ alert): shares in %, latency in ms, the temperature rise in °C, p-values as "p 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from pipeline.common.registry import BY_NAME, GateName
@@ -37,6 +38,16 @@ def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
+def alpha_text(alpha: float) -> str:
+    """A test's level in %, two significant digits, halves rounded up: 0.00625 -> '0.63%' whether it was read
+    from a stored evaluation (rounded to 6 digits) or computed (0.006250000000001)."""
+    exact = Decimal(repr(round(alpha * 100, 10)))
+    if not exact:
+        return "0%"
+    shown = exact.quantize(Decimal(1).scaleb(exact.adjusted() - 1), ROUND_HALF_UP).normalize()
+    return f"{shown:f}%"
+
+
 def limit_text(check: Any, short: bool = False) -> str:
     """A check's threshold with its comparison, in the gate's unit: '<= 10,000 ms', '>= 90%', '< cloud 9,275 ms'."""
     return limit_of(check.gate, check.threshold, short)
@@ -67,4 +78,4 @@ def interval_text(iv: Sequence[float | None] | None, unit: str, alpha: float | N
     hi = in_unit(iv[1], unit) if iv[1] is not None else "unbounded (too few values for an upper bound)"
     if alpha is None:
         return f"95% interval {lo} to {hi} (for reading: not the decision's)"
-    return f"decision interval {lo} to {hi} (at alpha {alpha * 100:.2g}%, the level its test had)"
+    return f"decision interval {lo} to {hi} (at alpha {alpha_text(alpha)}, the level its test had)"
