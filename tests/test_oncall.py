@@ -419,3 +419,9 @@ def test_long_work_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     piped = cli("ingest", "--db", str(tmp_path / "u.duckdb"), str(tmp_path / "land"))
     assert piped.returncode == 0
     assert piped.stderr == f"pipeline ingest: created a new warehouse at {tmp_path / 'u.duckdb'}\n"
+    from pipeline.planning.simulate import write_parquet  # simulate's steps: the rows, then each file
+
+    told: list[tuple[int, int, str]] = []
+    write_parquet(tmp_path / "sim", "9.9", 1_000, files=3, progress=lambda *step: told.append(step))
+    assert told == [(0, 4, "generating 1,000 rows"), (1, 4, "1,000 rows generated"),
+                    *[(i + 2, 4, f"part-{i}-healthy-s0.parquet") for i in range(3)]]

@@ -113,6 +113,9 @@ def cmd_admit(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+LARGE_SIMULATION_ROWS = 1_000_000
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
@@ -123,9 +126,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if not (0 <= args.edge_device_loss < 1 and 0 <= args.edge_churn < 1):
         raise UsageError("--edge-device-loss and --edge-churn must be in [0, 1)")
     start = datetime.fromisoformat(args.start) if args.start else None
+    large = args.rows >= LARGE_SIMULATION_ROWS  # seconds of work: a bar on a terminal
     paths = write_parquet(args.out, args.release, args.rows, args.scenario, args.seed,
                           start=start, days=args.days, files=args.files, bad_rows=args.bad_rows,
-                          edge_device_loss=args.edge_device_loss, edge_churn=args.edge_churn)
+                          edge_device_loss=args.edge_device_loss, edge_churn=args.edge_churn,
+                          progress=_Progress("step", min_items=2) if large else None)
     written = sum(pq.read_metadata(path).num_rows for path in paths)  # fewer than --rows after the injections
     print(f"wrote {written} rows of scenario {args.scenario} for release {args.release} "
           f"into {counted(len(paths), 'file')} under {args.out}")

@@ -351,17 +351,23 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
 
 def write_parquet(out_dir: Path, release: str, rows: int, scenario: str = "healthy", seed: int = 0,
                   start: datetime | None = None, days: int = 7, files: int = 1, bad_rows: int = 0,
-                  edge_device_loss: float = 0.0, edge_churn: float = 0.0) -> list[Path]:
+                  edge_device_loss: float = 0.0, edge_churn: float = 0.0,
+                  progress: Callable[[int, int, str], None] | None = None) -> list[Path]:
     """Write `generate(...)` as `files` zstd Parquet parts sorted by event_time; return their paths.
 
     Files go to `out_dir/release=<release>/part-<i>-<scenario>-s<seed>.parquet` (folders are
-    created). The same arguments give byte-identical files.
+    created). The same arguments give byte-identical files. `progress(done, total, doing)` is told of the
+    generation and of each file written (files + 1 steps).
     """
     if files < 1:
         raise ValueError(f"files must be >= 1 (got {files})")
+    if progress:
+        progress(0, files + 1, f"generating {rows:,} rows")
     table = generate(release, rows, scenario, seed, start, days, bad_rows, edge_device_loss=edge_device_loss,
                      edge_churn=edge_churn)
     table = table.take(pc.sort_indices(table, [("event_time", "ascending")]))
+    if progress:
+        progress(1, files + 1, f"{table.num_rows:,} rows generated")
     folder = Path(out_dir) / f"release={release}"
     folder.mkdir(parents=True, exist_ok=True)
     bounds = np.linspace(0, table.num_rows, files + 1).astype(np.int64)
@@ -371,6 +377,8 @@ def write_parquet(out_dir: Path, release: str, rows: int, scenario: str = "healt
         part = table.slice(bounds[i], bounds[i + 1] - bounds[i])
         pq.write_table(part, path, compression="zstd")
         paths.append(path)
+        if progress:
+            progress(i + 2, files + 1, path.name)
     return paths
 
 
