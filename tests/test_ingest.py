@@ -207,7 +207,7 @@ def test_json_output_and_exit_code_from_the_real_command(tmp_path, db_path):
     missing = run_cli("ingest", "--db", str(nowhere), str(tmp_path / "nowhere"))
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"pipeline ingest: error: no such file or folder: {tmp_path / 'nowhere'}"
-    assert not nowhere.exists() and not Path(f"{nowhere}.wal").exists()
+    assert list(tmp_path.glob("new.duckdb*")) == []  # no warehouse, no WAL, no writer's lock file
 
 
 def test_second_writer_gets_a_plain_message_and_exit_2(tmp_path, db_path):

@@ -3,6 +3,7 @@ alert): shares in %, latency in ms, the temperature rise in °C, p-values as "p 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -21,8 +22,10 @@ def percent(share: float) -> str:
 
 def in_unit(value: float | None, unit: str, short: bool = False) -> str:
     """A gate figure in its registry unit; `short` drops the unit word (the column title names it)."""
-    if value is None:
+    if value is None or math.isnan(value):
         return "?"
+    if math.isinf(value):  # e.g. an upper bound no test could set
+        return "∞" if value > 0 else "-∞"
     if unit == "ratio of RAM":
         return percent(value) + ("" if short else " of RAM")
     if unit in ("share", "relative loss"):
