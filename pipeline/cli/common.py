@@ -128,12 +128,12 @@ def _check_landings(landings: list[Path | str], engine: str, folders_only: bool 
             if engine == "spark":
                 raise UsageError(f"{landing}: the Spark engine reads local or Spark-readable paths; an s3:// "
                                  "landing is read by the DuckDB engine (--engine duckdb)")
+        elif folders_only and not landing.is_dir():
+            raise UsageError(f"--landing {landing} is not a folder")
         elif not landing.exists():  # before the warehouse is opened: a mistyped path creates nothing
             from pipeline.ingest.landing import shown
 
             raise UsageError(f"no such file or folder: {shown(landing)}")
-        elif folders_only and not landing.is_dir():
-            raise UsageError(f"--landing {landing} is not a folder")
 
 
 def _ingest_options(p: argparse.ArgumentParser) -> None:
