@@ -215,7 +215,8 @@ def test_the_rate_gates_say_how_many_devices_would_catch_twice_their_tolerance(t
     weak = next(s for s in out["segments"] if (s["task"], s["device_tier"], s["network_bucket"])
                 == ("intent", "mid", "weak"))["metrics"]["fallback_rate"]
     assert weak["status"] == "pass" and weak["measured"] - weak["baseline"] > weak["max_excess_over_cloud"]
-    assert (f"past the threshold but not yet significant at alpha 0.014%: about {weak['more_devices_to_detect']:,} "
+    # Holm stopped before it: drawn at the level Holm stopped at (was its rank's 0.014%)
+    assert (f"past the threshold but not yet significant at alpha 0.0089%: about {weak['more_devices_to_detect']:,} "
             f"more edge devices (~{weak['nights_to_detect']:,} nights at the current inflow) would catch an excess "
             "over the cloud of twice the margin with 80 % power") in weak["note"]
     assert weak["devices_to_detect"] > weak["devices"]

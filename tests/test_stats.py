@@ -5,6 +5,7 @@ and the operating characteristics of the tests on their own (size at the thresho
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
@@ -183,6 +184,28 @@ def test_holm_known_example_and_nan_is_never_a_rejection():
     assert S.holm({"a": math.nan, "b": 0.04}, 0.05) == {"b"}  # NaN neither rejects nor counts in m
     assert S.holm({}, 0.05) == set()
     assert S.holm_levels({"a": 0.01, "b": 0.5}, 0.05) == {"a": 0.025, "b": 0.05}
+
+
+def test_a_level_never_contradicts_the_decision_holm_stopping_early_and_ties():
+    """The level a check's interval is drawn at is the one its test was decided at: Holm that stopped before a
+    p-value gives it the level it stopped at (a p of 0.00353 under its rank's 0.00625 but behind a 0.00331 that
+    failed 0.003125 was not rejected, so it is not drawn at 0.00625, where its interval would exclude the
+    threshold); tied p-values share one level whatever order they come in."""
+    assert S.holm({"a": 0.00331, "b": 0.00353}, 0.00625) == set()
+    assert S.holm_levels({"a": 0.00331, "b": 0.00353}, 0.00625) == {"a": 0.003125, "b": 0.003125}
+    assert S.holm_levels({"a": 1.0, "b": 1.0, "c": 1.0}, 0.03) == {"a": 0.01, "b": 0.01, "c": 0.01}
+    rng = random.Random(7)
+    for _ in range(400):
+        m = rng.randint(1, 12)
+        ps = {k: rng.choice([rng.random() * 0.02, rng.choice([0.001, 0.004, 0.5])]) for k in range(m)}
+        alpha = rng.choice([0.00625, 0.05])
+        shuffled = dict(rng.sample(list(ps.items()), m))
+        for rejects, levels in ((S.holm, S.holm_levels), (S.benjamini_hochberg, S.bh_levels)):
+            level = levels(ps, alpha)
+            assert {k for k, p in ps.items() if p <= level[k]} == rejects(ps, alpha), (ps, alpha)
+            assert levels(shuffled, alpha) == level  # ties alike, whatever the order
+            tied = [(a, b) for a in ps for b in ps if a < b and ps[a] == ps[b]]
+            assert all(level[a] == level[b] for a, b in tied)
 
 
 def test_hall_sheather_bandwidth_known_value():

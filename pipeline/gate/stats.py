@@ -697,18 +697,37 @@ def benjamini_hochberg(p_values: dict[Hashable, float], alpha: float) -> set[Has
 
 def bh_levels(p_values: dict[Hashable, float], alpha: float) -> dict[Hashable, float]:
     """The level each finite p-value is compared with under Benjamini-Hochberg: the largest rejected rank's
-    k alpha / m for the rejected ones, its own rank's for the rest."""
+    k alpha / m for the rejected ones, its own rank's for the rest; tied p-values share the level of the first
+    of them, whatever order they sort in. A key is rejected exactly when its p is at most its level."""
     ordered = _finite_ascending(p_values)
     m = len(ordered)
     rejected = benjamini_hochberg(p_values, alpha)
     top = len(rejected) * alpha / m if rejected else 0.0
-    return {key: top if key in rejected else (i + 1) * alpha / m for i, (key, _) in enumerate(ordered)}
+    return _tied_alike(ordered, [top if key in rejected else (i + 1) * alpha / m
+                                 for i, (key, _) in enumerate(ordered)])
 
 
 def holm_levels(p_values: dict[Hashable, float], alpha: float) -> dict[Hashable, float]:
-    """The level Holm compared each finite p-value with (alpha / (m - i) at its rank)."""
+    """The level Holm compared each finite p-value with: alpha / (m - i) at its rank while the procedure runs;
+    a p-value it never reached (it stopped at a smaller one) has the level it stopped at, and tied p-values
+    share the level of the first of them. So a key is rejected exactly when its p is at most its level, and an
+    interval drawn at that level never contradicts the decision."""
     ordered = _finite_ascending(p_values)
-    return {key: alpha / (len(ordered) - i) for i, (key, _) in enumerate(ordered)}
+    m, levels, stopped = len(ordered), [], None
+    for i, (_, p) in enumerate(ordered):
+        level = stopped if stopped is not None else alpha / (m - i)
+        if stopped is None and p > level:
+            stopped = level
+        levels.append(level)
+    return _tied_alike(ordered, levels)
+
+
+def _tied_alike(ordered: list[tuple[Hashable, float]], levels: list[float]) -> dict[Hashable, float]:
+    """levels by key, each run of equal p-values given the level of its first."""
+    out: dict[Hashable, float] = {}
+    for i, (key, p) in enumerate(ordered):
+        out[key] = out[ordered[i - 1][0]] if i and p == ordered[i - 1][1] else levels[i]
+    return out
 
 
 # ------------------------------------------------------------------ sizing
