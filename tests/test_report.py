@@ -29,11 +29,11 @@ import pytest
 from conftest import ROOT, program
 
 from pipeline.common.config import load_config
+from pipeline.common.units import percent
 from pipeline.gate.evaluate import evaluate_gate
 from pipeline.planning.simulate import generate
 from pipeline.views.report import CHARTS, VERDICT_COLOURS, report_filename, write_index, write_report, write_reports
 from pipeline.views.story import read_story
-from pipeline.views.units import percent
 from pipeline.warehouse import db
 from pipeline.warehouse.aggregate import refresh, use_settings
 

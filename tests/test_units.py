@@ -1,11 +1,11 @@
-"""Every figure a person reads goes through pipeline/views/units.py: the same value prints the same way in the
+"""Every figure a person reads goes through pipeline/common/units.py: the same value prints the same way in the
 terminal, the report and the alert."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.views.units import alpha_text, figure_of, in_unit, interval_text, limit_of, p_text, percent
+from pipeline.common.units import alpha_text, figure_of, in_unit, interval_text, limit_of, p_text, percent
 
 
 @pytest.mark.parametrize(("share", "text"), [(0.4712, "47.1%"), (0.048, "4.8%"), (0.0035, "0.35%"), (0.4, "40%"),

@@ -38,12 +38,12 @@ from typing import Any, TextIO
 from pipeline.common.config import Config, Sink, effective_sinks
 from pipeline.common.errors import TransientError
 from pipeline.common.registry import label
+from pipeline.common.units import figure_of, limit_of
 from pipeline.common.vocabulary import PREVIOUS_EDGE, Route, RouteCause, Status, Verdict
 from pipeline.delivery import alertmanager
 from pipeline.delivery.sinks import DeliveryDeadline, PermanentError, send
 from pipeline.rollout import state as rollout_state
 from pipeline.views.story import group_heading, story
-from pipeline.views.units import figure_of, limit_of
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 

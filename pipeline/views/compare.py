@@ -6,9 +6,9 @@ from typing import Any
 
 from pipeline.common.registry import BY_NAME, GateName, label
 from pipeline.common.tables import rows_as
+from pipeline.common.units import percent
 from pipeline.views.drill import pct
 from pipeline.views.terminal import _wrap, window_text
-from pipeline.views.units import percent
 
 
 def _p95(v: float | None, gate: str) -> str:

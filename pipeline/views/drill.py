@@ -6,8 +6,8 @@ from typing import Any
 
 from pipeline.common.registry import label
 from pipeline.common.tables import rows_as
+from pipeline.common.units import percent
 from pipeline.views.terminal import _wrap, window_text
-from pipeline.views.units import percent
 
 MAX_CELLS = 8  # cells listed per (segment, gate): those with the most excess; the rest are summed up in a line
 

@@ -35,11 +35,11 @@ import duckdb
 from pipeline.common.config import Config
 from pipeline.common.registry import BY_NAME, GATE_NAMES, GateName
 from pipeline.common.registry import label as gate_label
+from pipeline.common.units import figure_of, interval_text, limit_text, p_text, percent
 from pipeline.common.vocabulary import BUCKETS, TIERS, Side, Status, Tier, Verdict
 from pipeline.gate.drill import NULL
 from pipeline.gate.result import GateCheck, GateResult, Segment
 from pipeline.views.story import ROUTE_WORDS, ReleaseStory, group_heading, read_story
-from pipeline.views.units import figure_of, interval_text, limit_text, p_text, percent
 from pipeline.warehouse import sqlfiles
 
 TEMPERATURE_POINTS = 3000  # edge rows drawn in the temperature scatter

@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pipeline.common.registry import label
+from pipeline.common.units import alpha_text, figure_of, limit_of
 from pipeline.common.vocabulary import PREVIOUS_EDGE, Route, RouteCause, Status, Verdict
 from pipeline.rollout import state as rollout_state
-from pipeline.views.units import alpha_text, figure_of, limit_of
 
 ROUTE_WORDS = {Route.CLOUD: "to cloud", Route.EDGE: "keep edge", Route.EDGE_WITH_CLOUD_CHECK: "edge, cloud check on",
                PREVIOUS_EDGE: "to the previous edge model"}

@@ -20,9 +20,9 @@ from typing import Any, TextIO
 
 from pipeline.common.registry import BY_NAME, GATES, GateName
 from pipeline.common.registry import label as gate_label
+from pipeline.common.units import alpha_text, in_unit, interval_text, limit_text, p_text, percent
 from pipeline.common.vocabulary import PREVIOUS_EDGE, CellStatus, Route, Status, Verdict
 from pipeline.views.story import OWN_PASS, group_heading
-from pipeline.views.units import alpha_text, in_unit, interval_text, limit_text, p_text, percent
 
 # ------------------------------------------------------------------ the terminal
 
