@@ -81,10 +81,12 @@ def kill_release(seed: int, devices: int, p: float, c: float, config, nights: in
     for night in range(1, nights + 1):
         a, k, s, w = active[:, :night], killed[:, :night], segment[:, :night], who[:, :night]
         rows = {(): _sums(a.sum(1), k.sum(1))}
+        for t, name in enumerate(TIERS):  # kill_rate is judged over the device tier (sql/gate/device_days.sql)
+            rows[("*", name, "*")] = _sums(a.sum(1)[tier == t], k.sum(1)[tier == t])
         flat = (s * devices + w)[a]
         per_days = np.bincount(flat, minlength=36 * devices).reshape(36, devices)
         per_kills = np.bincount((s * devices + w)[k], minlength=36 * devices).reshape(36, devices)
-        for i, key in enumerate(keys):
+        for i, key in enumerate(keys):  # the segments: each reads its tier's device-days
             if per_days[i].any():
                 rows[key] = _sums(per_days[i], per_kills[i])
         checks = judge_sums(config, device_days=rows)

@@ -93,7 +93,7 @@ def test_gate_says_the_verdict_first_then_the_routes_then_each_group_of_segments
         "",
         HEADER,
         "to cloud (12): with the whole release; own gates fail",
-        'intent/high/normal         1,079    23.3%          11.5%  0.14%     1,136             360        13.5%X    '
+        'intent/high/normal         1,079    23.3%          11.5%   0.3%     1,136             360        13.5%X    '
         '              -    97.7%      4.9%               -     0.8              0%',
     ]
     # two segments pass their own gates and still go to the cloud: the release-wide gates failed; never listed

@@ -65,7 +65,8 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
     told = story(result, states, config, previous)
     title = f"Release {release}: {rollout_state.headline(after, before, config, routes)}"
     lines = [title + (" (still, repeated)" if repeat else ""),
-             f"evaluated as of {result['as_of']}: verdict {result['verdict']}; routes now: {told.routes_text()}; "
+             f"evaluated as of {result['as_of']}: verdict {result['verdict']} ({result['note']}); routes now: "
+             f"{told.routes_text()}; "
              f"see `pipeline state --release {release}`"]
     for g, c in result["release_wide"].items():
         if c["status"] == Status.FAIL and c["mode"] == "enforce":
@@ -78,14 +79,17 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
     for key in about:
         st, seg = states[key], metrics.get(key)
         gates = [{"gate": g, "measured": seg["metrics"][g]["measured"] if seg else None,
-                  "threshold": seg["metrics"][g]["threshold"] if seg else None} for g in st.failed_gates]
+                  "threshold": seg["metrics"][g]["threshold"] if seg else None,
+                  **({"judged_over": seg["metrics"][g]["judged_over"]}
+                     if seg and seg["metrics"][g].get("judged_over") else {})} for g in st.failed_gates]
         failing.append({"segment": key, "state": st.state, "since": st.since.isoformat() if st.since else None,
                         "rows": seg["rows"] if seg else 0, "gates": gates, "route": routes[key][0]})
         if routes[key][0] == PREVIOUS_EDGE:
             failing[-1]["model_id"] = previous.model_id
     for f in failing[:MAX_SEGMENT_LINES]:
         shown = ", ".join(f"{label(x['gate'])} {figure_of(x['gate'], x['measured'])} "
-                          f"({limit_of(x['gate'], x['threshold'])})" for x in f["gates"])
+                          f"({limit_of(x['gate'], x['threshold'])})"
+                          + (f" over the {x['judged_over']}" if x.get("judged_over") else "") for x in f["gates"])
         to = (f" -> previous_edge ({f['model_id']} of release {previous.release})" if f["route"] == PREVIOUS_EDGE
               else "")
         lines.append(f"- {f['segment']} ({f['state']} since {f['since']}, {f['rows']} rows): {shown}{to}")

@@ -66,13 +66,22 @@ def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[in
     or, once the release-wide check rejects, by Benjamini-Hochberg at the whole alpha (which segments roll
     back is then a partial rollback: FDR among them); if every segment check rejects at its Holm level, the
     release-wide check is retested at the whole alpha. Without one, Holm over the segment checks. Each
-    prove_safe test at the family's share on its own."""
+    prove_safe test at the family's share on its own. Checks that read one shared figure (`shared`: every
+    segment of a tier for kill_rate) are one hypothesis: the first stands for them all."""
     split = budget_split(config)
     families: dict[tuple[str, str], dict[int, float]] = {}
     out: dict[tuple[int, str], tuple[float, bool]] = {}
+    first_of: dict[tuple[str, str], int] = {}  # (gate, shared) -> the check that stands for the hypothesis
+    copies: dict[int, int] = {}  # a check reading a figure another already stands for -> that check
     for i, check in enumerate(checks):
+        if check.shared:
+            copies[i] = first_of.setdefault((check.gate, check.shared), i)
+            if copies[i] == i:
+                del copies[i]
         for name, t in check.tests.items():
             level = split[(check.gate, name)]
+            if i in copies:
+                continue
             if t.burden == "prove_harm" and check.values_needed is None:
                 families.setdefault((check.gate, name), {})[i] = t.p_value
             else:
@@ -98,6 +107,9 @@ def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[in
         finite = [i for i, p in segments.items() if math.isfinite(p)]
         if finite and all(i in rejected for i in finite):  # the segments pass their alpha back
             out[(first, name)] = (alpha, math.isfinite(p0) and p0 <= alpha)
+    for i, stands_for in copies.items():  # one hypothesis, one outcome, in every check that reads it
+        for name in checks[i].tests:
+            out[(i, name)] = out[(stands_for, name)]
     return out
 
 

@@ -47,6 +47,8 @@ SEPARATOR = "\x1f"  # chr(31) in the SQL
 NAMED_SHARE = 0.5  # the one-line answer names a culprit only when it holds at least this share of the excess
 SIBLING_RATIO = 0.5  # a dimension is named when the cell's siblings have less than this share of its excess per row
 # how the drill reads each gate it can split: (table, k, n, harm above the threshold)
+TIER_LEVEL = 5  # sql/gate/device_days.sql's level of a device tier
+OVER_TIER = (GateName.KILL_RATE,)  # judged over the segment's device tier (evaluate._Measure.kill_rate): split there
 READS: dict[str, tuple[str, str, str, bool]] = {
     GateName.PEAK_MEMORY: ("counts", "peak_over", "peak_n", True),
     GateName.RESIDENT_MEMORY: ("counts", "resident_over", "resident_n", True),
@@ -235,7 +237,7 @@ def drill(con: Any, result: Any, config: Config, by: Sequence[str], segments: Se
         counts = figures.counts(con, params, config, by, keys) if any(READS[g][0] == "counts" for _, g in chosen) \
             else []
         days = figures.day_counts(con, params, config, by) if any(READS[g][0] == "days" for _, g in chosen) else []
-    rows = {"counts": by_segment(counts), "days": by_segment(days)}
+    rows = {"counts": by_segment(counts), "days": by_segment(days), "tier_days": by_tier(days)}
     status = {(s.key, name): c.status for s in result.segments for name, c in s.checks.items()}
     drills = [_split(segment, gate, rows, tuple(by), config, status.get((segment, gate), ""))
               for segment, gate in chosen]
@@ -264,6 +266,15 @@ def _pairs(result: Any, segments: Sequence[str], gates: Sequence[str], every_seg
         names = list(gates) or s.failed_gates or [g for g in READS if s.checks[g].status != Status.NOT_APPLICABLE]
         pairs += [(s.key, g) for g in names]
     return pairs
+
+
+def by_tier(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Tier-level rows (sql/gate/device_days.sql level 5) by ('edge', tier): what kill_rate is judged over."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["level"] == TIER_LEVEL:
+            out.setdefault((Side.EDGE, r["device_tier"]), []).append(r)
+    return out
 
 
 def by_segment(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -313,7 +324,8 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
         baseline = [c for ck in keys for c in cloud.get(ck, [])]
         return _measure(gate, values, _summed(members), baseline, k, n, limit, harm_above, config, test)
 
-    edge_rows = rows[table].get((Side.EDGE, segment), [])
+    edge_rows = rows[table].get((Side.EDGE, segment), []) if gate not in OVER_TIER else \
+        rows["tier_days"].get((Side.EDGE, segment.split("/")[1]), [])
     unpooled = [measure(cell_values(r["cell"], by), [r], test=False) for r in edge_rows]  # for the ranking and answer
     varying = tuple(x for x in by if len({c.values[x] for c in unpooled}) > 1)
     ranked = [x for x in _rank(unpooled, by) if x.name in varying]

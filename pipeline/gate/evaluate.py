@@ -75,7 +75,13 @@ WEAK_LATENCY_TAU = math.log(1.25)
 def _level_key(row: dict[str, Any]) -> tuple:
     level = row["level"]
     return {0: (row["task"], row["device_tier"], row["network_bucket"]), 1: (row["task"], row["device_tier"]),
-            2: (row["task"], "*", row["network_bucket"]), 3: (row["task"],), 7: ()}[level]
+            2: (row["task"], "*", row["network_bucket"]), 3: (row["task"],), 5: _tier_key(row["device_tier"]),
+            7: ()}[level]
+
+
+def _tier_key(tier: str) -> tuple[str, str, str]:
+    """The level key of a device tier's device-days (sql/gate/device_days.sql level 5)."""
+    return "*", tier, "*"
 
 
 class _Figures:
@@ -558,7 +564,17 @@ class _Measure:
         return check
 
     def kill_rate(self, row: dict, gates: Any) -> GateCheck:
-        return self._kills(gates, _segment_key(row))
+        """Judged on the segment's device tier: a kill is the device's (memory pressure, the OS killing the app),
+        whatever task or network it served, and Play's vitals judge it per device. Every segment of a tier
+        reads the same device-days and is one hypothesis in the gate's family (`shared`), so a tier killed on
+        3 % of its device-days fails in each of its segments, however its kills fall over tasks and buckets."""
+        tier = row["device_tier"]
+        check = self._kills(gates, _tier_key(tier))
+        check.shared = f"{tier} tier"
+        if check.devices:
+            check.add_note(f"judged over the {tier} tier: {check.rows:,} edge device-days of {check.devices:,} "
+                           "devices, every task and network")
+        return check
 
     def release_kills(self) -> GateCheck | None:
         """kill_rate over every edge device-day of the release: a release-wide check that blocks (Android vitals
@@ -687,7 +703,7 @@ def judge_sums(config: Config, device_days: dict[tuple, dict[str, Any]] | None =
     checks: list[GateCheck] = []
     if device_days:
         checks += [measure.kill_rate({"task": k[0], "device_tier": k[1], "network_bucket": k[2]}, config.gates)
-                   for k in device_days if len(k) == 3]
+                   for k in device_days if len(k) == 3 and k[0] != "*"]
         checks += [c for c in [measure.release_kills()] if c is not None]
     if returning is not None:
         checks += [measure.retention({"task": k[0], "device_tier": k[1]}, config.gates)

@@ -12,6 +12,8 @@ from typing import Any
 
 from pipeline.common.exit_codes import BY_VERDICT
 from pipeline.common.output_schema import SCHEMA_VERSION
+from pipeline.common.registry import label
+from pipeline.common.units import figure_of, limit_of
 from pipeline.common.vocabulary import Status, Verdict
 from pipeline.gate import assignment, quantiles, source
 from pipeline.gate.figures import COUNTS_SQL
@@ -76,6 +78,7 @@ class GateCheck:
     short_of_data: bool = False
     inapplicable: bool = False
     release_wide: bool = False  # the gate's primary hypothesis (graphical gatekeeping in decide())
+    shared: str = ""  # checks of one gate with the same `shared` read the same figure: one hypothesis in decide()
     # the decision's interval at a given alpha (the test inverted); set by measurement, applied by decide.settle
     bounds: Callable[[float], tuple[float | None, float | None] | None] | None = field(
         default=None, repr=False, compare=False)
@@ -105,6 +108,8 @@ class GateCheck:
                                        "alpha": t.alpha, "rejected": t.rejected} for name, t in self.tests.items()}
         if self.values_needed is not None:
             d["values_needed"] = self.values_needed
+        if self.shared:
+            d["judged_over"] = self.shared
         d.update(self.extra)
         return {k: _json_number(v) for k, v in d.items()}
 
@@ -223,6 +228,18 @@ class GateResult:
             return f"{note}; the hold-back split is not the declared one (assignment.action: {self.assignment.action})"
         return note
 
+    def _shared_failures(self, rolled: list[Segment]) -> str:
+        """'; kill rate fails on the low tier (13.1%, <= 1%)': the gates judged over a whole device tier that
+        failed, named once for the tier rather than once per segment."""
+        named: dict[tuple[str, str], GateCheck] = {}
+        for s in rolled:
+            for g in s.failed_gates:
+                check = s.checks[g]
+                if check.shared:
+                    named.setdefault((g, check.shared), check)
+        return "".join(f"; {label(g)} fails on the {shared} ({figure_of(g, c.measured)}, {limit_of(g, c.threshold)})"
+                       for (g, shared), c in named.items())
+
     def _verdict(self) -> tuple[Verdict, str]:
         if not self.segments:
             if self.cloud_only:
@@ -240,7 +257,8 @@ class GateResult:
         if len(rolled) == len(judged):
             return Verdict.ROLLBACK_TO_CLOUD, "every judged segment rolls back"
         if rolled:
-            return Verdict.PARTIAL_ROLLBACK, f"{len(rolled)} of {len(judged)} judged segments roll back"
+            return Verdict.PARTIAL_ROLLBACK, (f"{len(rolled)} of {len(judged)} judged segments roll back"
+                                              + self._shared_failures(rolled))
         return Verdict.KEEP_EDGE, f"all {len(judged)} judged segments keep the edge route"
 
     @property

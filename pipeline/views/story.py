@@ -115,7 +115,8 @@ def evidence(segment: dict[str, Any]) -> str:
         return "not judged: no data yet for " + ", ".join(label(g) for g in lacking)
     if segment["decision"] == Verdict.ROLLBACK_TO_CLOUD:
         return "fails " + ", ".join(f"{label(g)} {figure_of(g, metrics[g]['measured'])} "
-                                    f"({limit_of(g, metrics[g]['threshold'])})" for g in segment["failed_gates"])
+                                    f"({limit_of(g, metrics[g]['threshold'])})" + _over(metrics[g])
+                                    for g in segment["failed_gates"])
     unproven = []
     for g, c in metrics.items():
         if c["mode"] != "enforce" or not c.get("borderline"):
@@ -127,6 +128,11 @@ def evidence(segment: dict[str, Any]) -> str:
         unproven.append(f"{label(g)} {figure_of(g, c['measured'])} past {limit_of(g, c['threshold'])}, not proven"
                         f"{alpha}{wait}")
     return OWN_PASS + ("; " + "; ".join(unproven) if unproven else "")
+
+
+def _over(check: dict[str, Any]) -> str:
+    """' over the low tier' for a check judged over more than its segment (GateCheck.shared)."""
+    return f" over the {check['judged_over']}" if check.get("judged_over") else ""
 
 
 def read_story(con: Any, result: dict[str, Any], config: Any) -> ReleaseStory:

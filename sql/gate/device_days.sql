@@ -1,11 +1,14 @@
 -- name: device_days
--- description: per segment and release-wide, the edge device-days, those over the daily edge-seconds cap and those with a kill, summed per device (the unit of independence), from the device-day rollup
+-- description: per segment, per device tier and release-wide, the edge device-days, those over the daily edge-seconds cap and those with a kill, summed per device (the unit of independence), from the device-day rollup
 -- params: release, window_start, window_end, kill_codes, by
--- A segment's device-day is a day with edge rows of that segment; release-wide, a day with any edge row. The
+-- A segment's device-day is a day with edge rows of that segment; a tier's, a day with any edge row of a device
+-- of that tier (kill_rate is judged there: a kill is the device's, whatever task or network it served);
+-- release-wide, a day with any edge row. The
 -- cap is on a device's whole day of edge inference, across tasks and networks; a kill day is a device-day of
 -- the level with a row whose error_code is one of $kill_codes (gates/admission.yaml gates.kill_rate).
 -- Per device: days (n), over_cap and kill_days (k); summed with their squares and cross products as in
--- segment_counts.sql, for the device-level variance of pipeline/gate/stats.py. `cell` and $by as there (segments only).
+-- segment_counts.sql, for the device-level variance of pipeline/gate/stats.py. `cell` and $by as there (segments and
+-- tiers: a drill of kill_rate splits the tier's device-days).
 WITH picked AS (
     SELECT task, device_tier, network_bucket, device_id, day, total_ms_sum,
            list_has_any(error_codes, $kill_codes) AS killed,
@@ -31,7 +34,8 @@ level_days AS (
            grouping(task) * 4 + grouping(device_tier) * 2 + grouping(network_bucket) AS level,
            bool_or(killed) AS killed
     FROM picked
-    GROUP BY GROUPING SETS ((task, device_tier, network_bucket, cell, device_id, day), (device_id, day))
+    GROUP BY GROUPING SETS ((task, device_tier, network_bucket, cell, device_id, day),
+                            (device_tier, cell, device_id, day), (device_id, day))
 ),
 per_device AS (
     SELECT s.task, s.device_tier, s.network_bucket, s.cell, s.level, s.device_id, count(*) AS days,
@@ -40,7 +44,7 @@ per_device AS (
     FROM level_days s JOIN totals t ON s.device_id = t.device_id AND s.day = t.day
     GROUP BY s.task, s.device_tier, s.network_bucket, s.cell, s.level, s.device_id
 )
-SELECT task, device_tier, network_bucket, cell, level, count(*) AS devices,  -- level 0 segment, 7 release
+SELECT task, device_tier, network_bucket, cell, level, count(*) AS devices,  -- level 0 segment, 5 tier, 7 release
        sum(days) AS days, sum(days * days) AS days_nn,
        sum(over_cap) AS over_cap, sum(over_cap * over_cap) AS over_cap_kk, sum(over_cap * days) AS over_cap_kn,
        sum(kill_days) AS kill_days, sum(kill_days * kill_days) AS kill_days_kk, sum(kill_days * days) AS kill_days_kn

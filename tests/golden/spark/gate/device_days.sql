@@ -63,6 +63,7 @@ WITH picked AS (
   GROUP BY
     GROUPING SETS (
       (task, device_tier, network_bucket, cell, device_id, day),
+      (device_tier, cell, device_id, day),
       (device_id, day)
     )
 ), per_device AS (

@@ -23,6 +23,7 @@ WITH coded AS (
   GROUP BY
     GROUPING SETS (
       (task, device_tier, network_bucket, error_code, device_id, day),
+      (device_tier, error_code, device_id, day),
       (error_code, device_id, day)
     )
 )
