@@ -24,7 +24,12 @@ from pipeline.planning.simulate import SOCS, Population, generate
 
 
 def with_assignment(config=CONFIG, **changes):
+    """The config with these assignment settings; the split declared at 20 % (the simulator's) unless given."""
+    changes.setdefault("holdback_share", 0.2)
     return dataclasses.replace(config, assignment=dataclasses.replace(config.assignment, **changes))
+
+
+DECLARED = with_assignment()  # the shipped config declares no share (assignment.py: nothing asserted undeclared)
 
 
 # ---------------------------------------------------------------- the SRM test's primitive
@@ -89,7 +94,7 @@ def healthy_db(tmp_path_factory):
 
 
 def test_a_split_as_declared_passes_and_the_comparisons_are_believed(healthy_db):
-    result = gate(healthy_db)
+    result = gate(healthy_db, config=DECLARED)
     split = result.assignment
     assert split.status == Status.PASS and split.unit == "request" and split.expected == 0.2
     release = split.scopes[0]
@@ -114,7 +119,7 @@ def test_a_split_off_the_declared_one_holds_fails_or_warns_the_comparisons(healt
     quality = result.release_wide["quality_loss"]
     assert quality.status == status and "the hold-back split is not the declared one (release: " in quality.note
     # the gates that do not compare with the cloud are untouched
-    base = gate(healthy_db)
+    base = gate(healthy_db, config=DECLARED)
     others = [g for g in base.segments[0].checks if g not in CLOUD_COMPARISONS]
     assert [[s.checks[g].status for g in others] for s in result.segments] == \
         [[s.checks[g].status for g in others] for s in base.segments]
@@ -234,9 +239,37 @@ def test_telemetry_lost_from_the_edge_arms_worst_devices_is_a_mismatch_that_name
     assert result.release_wide["quality_loss"].status == Status.INSUFFICIENT_DATA
 
 
+def test_an_undeclared_split_asserts_nothing_and_still_catches_edge_devices_lost(tmp_path):
+    """A team holding back half its devices and declaring nothing (the shipped config declares no share): the
+    split is reported, not held to a share nobody declared, and the verdicts are those of the share declared;
+    telemetry lost from the edge arm's worst devices moves the tiers that lose it off the release's own share,
+    and the comparisons are held as when the share is declared. The old default (20 % asserted) held both."""
+    undeclared = dataclasses.replace(BY_DEVICE, assignment=dataclasses.replace(BY_DEVICE.assignment,
+                                                                               holdback_share=None))
+    half = Population(holdback_share=0.5, devices=6000)
+    for loss, verdict in ((0.0, Verdict.KEEP_EDGE), (0.3, Verdict.INSUFFICIENT_DATA)):
+        path = load(tmp_path / f"half-{loss}.duckdb", window_of_14_days(100_000, population=half,
+                                                                        edge_device_loss=loss))
+        result = gate(path, config=undeclared)
+        declared = gate(path, config=with_assignment(unit="device", holdback_share=0.5))
+        assert (result.verdict, declared.verdict) == (verdict, verdict)
+        assert result.assignment.expected is None and result.assignment.declared_by == ""
+        release = result.assignment.scopes[0]
+        assert release.p_value is None and release.reason.startswith(
+            f"hold-back {release.found:.2%} of {release.cloud + release.edge:,} devices, none declared "
+            "(assignment.holdback_share); each task x tier held to it")
+        flagged = [s.scope for s in result.assignment.scopes if s.flagged]
+        if loss:
+            assert "release" in flagged and {"intent/low", "rewrite/low", "summarize/low"} <= set(flagged)
+            assert "task x tier hold back another share: " in release.reason
+        else:
+            assert flagged == []
+            assert gate(path, config=BY_DEVICE).verdict == Verdict.INSUFFICIENT_DATA  # 20 % asserted: held
+
+
 def test_a_misconfigured_request_split_is_flagged(tmp_path):
     path = load(tmp_path / "m.duckdb", window_of_14_days(60_000, population=Population(request_holdback=0.25)))
-    release = gate(path).assignment.scopes[0]
+    release = gate(path, config=DECLARED).assignment.scopes[0]
     assert release.flagged and 0.24 < release.found < 0.26
 
 

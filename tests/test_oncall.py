@@ -89,7 +89,8 @@ def test_gate_says_the_verdict_first_then_the_routes_then_each_group_of_segments
         "release-wide quality loss 15.6% (threshold 3%, p < 0.001, decision interval 12.7% to 18.4% at alpha 0.5%): "
         "fail",
         "release-wide kill rate 3.5% (threshold 1%, p < 0.001, decision interval 2.4% to 4.8% at alpha 0.5%): fail",
-        "assignment: hold-back 20.35% of 19,145 online requests, 20.00% declared (p = 1, alpha 0.1%): pass",
+        "assignment: hold-back 20.35% of 19,145 online requests, none declared (assignment.holdback_share); each "
+        "task x tier held to it: pass",
         "",
         HEADER,
         "to cloud (12): with the whole release; own gates fail",

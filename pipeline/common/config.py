@@ -158,8 +158,10 @@ class Assignment:
     check (pipeline/gate/assignment.py) holds the data to before any comparison with the cloud is believed."""
     unit: str = _f("request", choices=ASSIGNMENT_UNITS, help="what is assigned to an arm: request (each online "
                    "request on its own, the contract's hold-back rows) or device (a device stays on its arm)")
-    holdback_share: float = _f(0.20, 0, 1, help="the cloud hold-back's declared share of online requests (unit "
-                               "request) or of devices (unit device); `pipeline gate --holdback-share` overrides it")
+    holdback_share: float | None = _f(None, 0, 1, help="the cloud hold-back's declared share of online requests "
+                                      "(unit request) or of devices (unit device); `pipeline gate --holdback-share` "
+                                      "overrides it. Not set: the split is not declared, and the check tests only what "
+                                      "holds without a declaration (every task x tier holds back the release's share)")
     max_p_value: float = _f(0.001, 1e-12, 0.5, help="flag a mismatch at an anytime-valid p-value at or below this "
                             "(release-wide; the task x tier scopes share it, Bonferroni)")
     min_deviation: float = _f(0.001, 0, 1, help="a found hold-back share closer than this to the declared one is "

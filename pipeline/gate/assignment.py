@@ -14,6 +14,11 @@ Bonferroni) and the found share is at least min_deviation from the declared one;
 device: devices on both arms; any unit: units on an arm declared at 0 %). A breakdown by app_version,
 os_version and soc says where the imbalance comes from. `apply` then holds, fails or only annotates the
 comparison checks of a flagged scope (action: hold / rollback / warn).
+
+With no share declared (assignment.holdback_share unset, no --holdback-share), nothing is asserted that nobody
+declared: the release's split is reported, not tested, and each task x tier is held to the release's own share
+(a rollout holds back one share for all of them: a cell off it lost or gained units), as are the breakdowns;
+leaks of devices on both arms are checked as ever.
 """
 
 from __future__ import annotations
@@ -59,8 +64,8 @@ class Scope:
 @dataclass
 class AssignmentCheck:
     unit: str
-    expected: float
-    declared_by: str  # "config" or "--holdback-share"
+    expected: float | None  # the declared share; None: not declared
+    declared_by: str  # "config", "--holdback-share" or "" (not declared)
     action: str
     max_p_value: float
     min_deviation: float
@@ -103,18 +108,29 @@ def check(con: Any, params: dict[str, Any], config: Config, declared_by: str = "
     """The assignment check of one release's window (params: release, window_start, window_end)."""
     a = config.assignment
     rows = sqlfiles.dicts(con, SQL[a.unit], params)
-    out = AssignmentCheck(a.unit, a.holdback_share, declared_by, a.action, a.max_p_value, a.min_deviation)
-    concentration = stats.srm_concentration(a.holdback_share, a.min_deviation)
+    declared = a.holdback_share is not None
+    out = AssignmentCheck(a.unit, a.holdback_share, declared_by if declared else "", a.action, a.max_p_value,
+                          a.min_deviation)
     release = [r for r in rows if r["dim"] == RELEASE]
     cells = sorted((r for r in rows if r["dim"] == TASK_TIER), key=lambda r: (r["task"], r["device_tier"]))
+    found = _share(release[0]) if release else None
+    expected = a.holdback_share if declared else found  # undeclared: the release's own share, for the parts
+    if expected is None:
+        return out
+    concentration = stats.srm_concentration(expected, a.min_deviation)
     if release:
-        out.scopes.append(judge(release[0], "release", a.max_p_value, config, concentration))
+        out.scopes.append(judge(release[0], "release", a.max_p_value, config, concentration,
+                                expected if declared else None))
     for r in cells:
         out.scopes.append(judge(r, f"{r['task']}/{r['device_tier']}", a.max_p_value / max(1, len(cells)), config,
-                                 concentration))
+                                 concentration, expected, against="declared" if declared else "the release's"))
+    off = [s.scope for s in out.scopes[1:] if s.flagged]
+    if release and not declared and off:  # a split that differs between its parts is no split to compare by
+        out.scopes[0].flagged = True
+        out.scopes[0].reason += f"; but {len(off)} task x tier hold back another share: {', '.join(off)}"
     for dim, name in DIMENSIONS.items():
         here = [r for r in rows if r["dim"] == dim]
-        judged = [(_test(r, a.holdback_share, concentration), r) for r in here]
+        judged = [(_test(r, expected, concentration), r) for r in here]
         judged.sort(key=lambda t: (t[0] if math.isfinite(t[0]) else 2.0, str(t[1][name])))
         out.breakdown[name] = [{"value": r[name], "cloud": int(r["cloud"]), "edge": int(r["edge"]),
                                 "both_arms": int(r["both_arms"]),
@@ -125,15 +141,22 @@ def check(con: Any, params: dict[str, Any], config: Config, declared_by: str = "
     return out
 
 
+def _share(row: dict[str, Any]) -> float | None:
+    total = row["cloud"] + row["edge"]
+    return row["cloud"] / total if total else None
+
+
 def _test(row: dict[str, Any], expected: float, concentration: float) -> float:
     return stats.srm_p_value((row["cloud"], row["edge"]), (expected, 1 - expected), concentration)
 
 
-def judge(row: dict[str, Any], name: str, alpha: float, config: Config, concentration: float) -> Scope:
-    """One scope's units per arm (row: cloud, edge, both_arms) held to the declared split at `alpha`."""
+def judge(row: dict[str, Any], name: str, alpha: float, config: Config, concentration: float,
+          expected: float | None, against: str = "declared") -> Scope:
+    """One scope's units per arm (row: cloud, edge, both_arms) held to `expected` at `alpha` (`against` says
+    whose share it is); expected None: the share is reported, not tested (nothing declared it)."""
     a = config.assignment
     s = Scope(name, int(row["cloud"]), int(row["edge"]), int(row["both_arms"]), alpha=alpha)
-    p = _test(row, a.holdback_share, concentration)
+    p = _test(row, expected, concentration) if expected is not None else math.nan
     s.p_value = p if math.isfinite(p) else None
     unit = "online requests" if a.unit == "request" else "devices"
     found = s.found
@@ -146,13 +169,16 @@ def judge(row: dict[str, Any], name: str, alpha: float, config: Config, concentr
     if a.unit == "device" and total and s.both_arms / total > a.max_leaked_share:
         leaks.append(f"{s.both_arms:,} of {total:,} devices on both arms ({s.both_arms / total:.2%}, at most "
                      f"{a.max_leaked_share:.2%} allowed)")
-    off = (s.p_value is not None and s.p_value <= alpha and found is not None
-           and abs(found - a.holdback_share) >= a.min_deviation)
+    off = (s.p_value is not None and s.p_value <= alpha and found is not None and expected is not None
+           and abs(found - expected) >= a.min_deviation)
     s.flagged = off or bool(leaks)
-    if found is not None:
+    if found is not None and expected is None:
+        s.reason = (f"hold-back {found:.2%} of {s.cloud + s.edge:,} {unit}, none declared "
+                    "(assignment.holdback_share); each task x tier held to it")
+    elif found is not None:
         p_text = ("not tested" if s.p_value is None else "p < 0.001" if s.p_value < 0.001
                   else f"p = {s.p_value:.2g}")
-        s.reason = (f"hold-back {found:.2%} of {s.cloud + s.edge:,} {unit}, {a.holdback_share:.2%} declared "
+        s.reason = (f"hold-back {found:.2%} of {s.cloud + s.edge:,} {unit}, {expected:.2%} {against} "
                     f"({p_text}, alpha {alpha * 100:.2g}%)")
     s.reason = "; ".join([s.reason] * bool(s.reason) + leaks)
     return s

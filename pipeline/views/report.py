@@ -506,7 +506,8 @@ def _split(result: Any) -> str:
         return "–"
     if split.status == Status.FAIL:
         return split.summary()
-    return f"{split.scopes[0].reason}: {split.status} ({split.unit}s assigned; declared by {split.declared_by})"
+    declared = f"; declared by {split.declared_by}" if split.declared_by else ""
+    return f"{split.scopes[0].reason}: {split.status} ({split.unit}s assigned{declared})"
 
 
 def _failing_summary(segments: list[Segment]) -> str:

@@ -356,8 +356,9 @@ def explain_view(result: Any, segment: Any, config: Any, width: int | None = Non
         out.append(paint("red" if scope["flagged"] else None, f"assignment of {scope['scope']} "
                                                               f"({result.assignment.action} when off): "
                                                               f"{'FAIL' if scope['flagged'] else 'pass'}"))
-        out += _wrap(scope["reason"] + f"; expected hold-back share declared by {result.assignment.declared_by}",
-                     width, "    ")
+        declared = (f"; expected hold-back share declared by {result.assignment.declared_by}"
+                    if result.assignment.declared_by else "")
+        out += _wrap(scope["reason"] + declared, width, "    ")
     return "\n".join(out)
 
 
