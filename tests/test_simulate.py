@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from pipeline.planning import simulate
@@ -512,3 +513,22 @@ def test_the_bundled_sample_is_the_simulators_output(tmp_path, monkeypatch, rele
     for path in paths:
         bundled = Path(__file__).parent.parent / "sample_logs" / f"release={release}" / path.name
         assert pq.read_table(path).equals(pq.read_table(bundled)), path.name
+
+
+def test_the_cli_writes_a_population_shaped_like_yours(tmp_path: Path) -> None:
+    """`pipeline simulate` takes backtest's heterogeneity knobs: here half the devices held back whole."""
+    from conftest import run_cli
+
+    done = run_cli("simulate", "--out", str(tmp_path), "--release", "9.1", "--rows", "20000", "--holdback", "0.5",
+                   "--devices", "1000", "--concentration", "1", "--start", "2026-11-20", "--days", "7")
+    assert done.returncode == 0, done.stderr
+    [path] = (tmp_path / "release=9.1").glob("*.parquet")
+    table = pq.read_table(path, columns=["device_id", "route", "network_type"]).to_pylist()
+    online = [r for r in table if r["network_type"] != "offline"]
+    cloud = {r["device_id"] for r in online if r["route"] == "cloud"}
+    edge = {r["device_id"] for r in online if r["route"] != "cloud"}
+    assert not cloud & edge and 900 < len(cloud | edge) <= 1000  # devices held back whole
+    assert 0.45 < len(cloud) / len(cloud | edge) < 0.55
+    bad = run_cli("simulate", "--out", str(tmp_path / "x"), "--release", "9.1", "--holdback", "1.5")
+    assert bad.returncode == 2 and bad.stderr.strip().endswith(
+        "out of range: --holdback (--holdback and --chatty are shares in [0, 1), the rest >= 0)")

@@ -78,22 +78,39 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _population(args: argparse.Namespace) -> Any:
-    """The heterogeneity family's population the --simulated knobs describe, or None without any knob."""
-    knobs = {"devices": args.devices, "adoption_concentration": args.concentration,
-             "activity_pareto": args.pareto, "activity_sigma": args.activity_sigma,
-             "holdback_share": args.holdback, "arrival_days": args.arrival_days, "chatty_share": args.chatty}
+def _population_options(p: argparse.ArgumentParser, title: str) -> Any:
+    """The heterogeneity family's knobs (docs/operating-characteristics.md), for backtest --simulated and simulate."""
+    shape = p.add_argument_group(title)
+    shape.add_argument("--devices", type=int, help="devices in the population (default 2,400)")
+    shape.add_argument("--concentration", type=float,
+                       help="per-device adoption propensity Beta(c p, c (1 - p)): 1 very dispersed, 50 alike (5)")
+    shape.add_argument("--pareto", type=float, help="Pareto tail index of activity, 1.1-3 (default 1.3)")
+    shape.add_argument("--activity-sigma", type=float, help="lognormal sigma of activity instead of --pareto")
+    shape.add_argument("--holdback", type=float, help="share of devices in the cloud hold-back (default 0.2)")
+    shape.add_argument("--arrival-days", type=float, help="devices join over the first N days (default 7)")
+    shape.add_argument("--chatty", type=float, help="share of devices with 30 x the activity (default 0.002)")
+    return shape
+
+
+def _population(args: argparse.Namespace, needs: str | None = "--simulated") -> Any:
+    """The heterogeneity family's population the knobs describe, or None without any knob; `needs`: the flag
+    the knobs only make sense with (backtest's --simulated)."""
+    flags = {"devices": "--devices", "adoption_concentration": "--concentration", "activity_pareto": "--pareto",
+             "activity_sigma": "--activity-sigma", "holdback_share": "--holdback", "arrival_days": "--arrival-days",
+             "chatty_share": "--chatty"}
+    knobs = {k: getattr(args, flag.lstrip("-").replace("-", "_")) for k, flag in flags.items()}
     given = {k: v for k, v in knobs.items() if v is not None}
     if not given:
         return None
-    if not args.simulated:
+    if needs and not getattr(args, needs.lstrip("-"), False):
         raise UsageError("--devices, --concentration, --pareto, --activity-sigma, --holdback, --arrival-days and "
-                         "--chatty shape the simulated releases: add --simulated")
+                         f"--chatty shape the simulated releases: add {needs}")
     from pipeline.planning.simulate import Population
 
     bad = [k for k, v in given.items() if v < 0 or (k in ("holdback_share", "chatty_share") and v >= 1)]
     if bad:
-        raise UsageError(f"out of range: {', '.join(bad)} (shares in [0, 1), the rest >= 0)")
+        raise UsageError(f"out of range: {', '.join(flags[k] for k in bad)} (--holdback and --chatty are shares in "
+                         "[0, 1), the rest >= 0)")
     defaults = {"devices": 2400, "adoption_concentration": 5.0, "activity_pareto": 1.3, "holdback_share": 0.2,
                 "arrival_days": 7.0, "chatty_share": 0.002}
     if "activity_sigma" in given and "activity_pareto" not in given:
@@ -130,6 +147,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     paths = write_parquet(args.out, args.release, args.rows, args.scenario, args.seed,
                           start=start, days=args.days, files=args.files, bad_rows=args.bad_rows,
                           edge_device_loss=args.edge_device_loss, edge_churn=args.edge_churn,
+                          population=_population(args, needs=None),
                           progress=_Progress("step", min_items=2) if large else None)
     written = sum(pq.read_metadata(path).num_rows for path in paths)  # fewer than --rows after the injections
     print(f"wrote {written} rows of scenario {args.scenario} for release {args.release} "
@@ -182,16 +200,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--method", choices=("sequential", "fixed"), help="override statistics.method of the config")
     p.add_argument("--estimand", choices=ESTIMANDS, help="override statistics.estimand of the config")
     p.add_argument("--jobs", type=int, default=1, help="processes for --simulated (default 1)")
-    shape = p.add_argument_group("--simulated releases shaped like yours (any of these: A/A, and adoption losses of "
-                                 "3, 10 and 15 %% on that population; unset knobs take the grey-release defaults)")
-    shape.add_argument("--devices", type=int, help="devices in the population (default 2,400)")
-    shape.add_argument("--concentration", type=float,
-                       help="per-device adoption propensity Beta(c p, c (1 - p)): 1 very dispersed, 50 alike (5)")
-    shape.add_argument("--pareto", type=float, help="Pareto tail index of activity, 1.1-3 (default 1.3)")
-    shape.add_argument("--activity-sigma", type=float, help="lognormal sigma of activity instead of --pareto")
-    shape.add_argument("--holdback", type=float, help="share of devices in the cloud hold-back (default 0.2)")
-    shape.add_argument("--arrival-days", type=float, help="devices join over the first N days (default 7)")
-    shape.add_argument("--chatty", type=float, help="share of devices with 30 x the activity (default 0.002)")
+    shape = _population_options(p, "--simulated releases shaped like yours (any of these: A/A, and adoption losses "
+                                   "of 3, 10 and 15 %% on that population; unset knobs take the grey-release defaults)")
     shape.add_argument("--rows-per-night", type=int, default=4300, help="rows a night (default 4,300)")
     p.add_argument("--runs", type=int, default=20, help="seeded repetitions per variant (default 20)")
     p.add_argument("--segment-rows", type=int, metavar="N",
@@ -224,4 +234,7 @@ def add_commands(sub: Any) -> None:
                    help="drop the edge rows of this share of edge devices, worst kill hazard first (an SRM)")
     p.add_argument("--edge-churn", type=float, default=0.0, metavar="SHARE",
                    help="this share of edge devices stop a day after their first request (their later edge rows go)")
+    _population_options(p, "a population shaped like yours (the heterogeneity family of "
+                           "docs/operating-characteristics.md; any of these: unset knobs take the grey-release "
+                           "defaults; none: independent requests, a 20 %% hold-back of requests)")
     p.set_defaults(func=cmd_simulate)

@@ -351,7 +351,7 @@ def generate(release: str, rows: int, scenario: str = "healthy", seed: int = 0,
 
 def write_parquet(out_dir: Path, release: str, rows: int, scenario: str = "healthy", seed: int = 0,
                   start: datetime | None = None, days: int = 7, files: int = 1, bad_rows: int = 0,
-                  edge_device_loss: float = 0.0, edge_churn: float = 0.0,
+                  edge_device_loss: float = 0.0, edge_churn: float = 0.0, population: Population | None = None,
                   progress: Callable[[int, int, str], None] | None = None) -> list[Path]:
     """Write `generate(...)` as `files` zstd Parquet parts sorted by event_time; return their paths.
 
@@ -364,7 +364,7 @@ def write_parquet(out_dir: Path, release: str, rows: int, scenario: str = "healt
     if progress:
         progress(0, files + 1, f"generating {rows:,} rows")
     table = generate(release, rows, scenario, seed, start, days, bad_rows, edge_device_loss=edge_device_loss,
-                     edge_churn=edge_churn)
+                     edge_churn=edge_churn, population=population or INDEPENDENT)
     table = table.take(pc.sort_indices(table, [("event_time", "ascending")]))
     if progress:
         progress(1, files + 1, f"{table.num_rows:,} rows generated")
