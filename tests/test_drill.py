@@ -202,3 +202,35 @@ def test_routing_by_soc_keeps_the_edge_on_the_healthy_chips(chip: Path, tmp_path
     away = {(r["device_tier"], c["soc"]) for r in soc_routes["routes"] for c in r.get("cells", [])
             if c["route"] != "edge" and r["route"] == "edge"}
     assert away <= {("mid", "dimensity-7050")}, away
+
+
+def test_a_phone_model_killed_past_plays_per_model_line_is_named(tmp_path: Path) -> None:
+    """One chip (the phone model the contract carries) killed on ~10 % of its devices' days, the rest ~0.2 %:
+    kill_rate is judged over the tier, and the drill names the chip against the per-model ceiling (8 %, Play's
+    per-phone-model line, gates.kill_rate.max_share_per_model) beside the tier's, under Play's dimension name."""
+    import polars as pl
+
+    [made] = write_parquet(tmp_path / "made", "9.0", 80_000, "healthy", 4, start=START, days=14)
+    day = pl.concat_str([pl.col("device_id"), pl.col("event_time").dt.date().cast(pl.Utf8)]).hash(seed=1)
+    hit = (pl.col("soc") == "exynos-1380") & (pl.col("route") != "cloud") & (day % 10 == 0)
+    (tmp_path / "landing").mkdir()
+    pl.read_parquet(made).with_columns(
+        pl.when(hit).then(pl.lit("LMK_KILLED")).otherwise(pl.col("error_code")).alias("error_code"),
+        pl.when(hit).then(pl.lit("failed")).otherwise(pl.col("outcome")).alias("outcome"),
+    ).write_parquet(tmp_path / "landing" / "part.parquet")
+    path = tmp_path / "t.duckdb"
+    assert main(["ingest", str(tmp_path / "landing"), "--db", str(path)]) == 0
+    out = _drill(path, "--segment", "rewrite/mid/normal", "--gate", "kill_rate", "--by", "soc")
+    assert out["play_names"] == {"soc": "deviceSocModel"}
+    [d] = out["drills"]
+    worst, *rest = d["per_model"]
+    assert worst["soc"] == "exynos-1380" and worst["over_ceiling"] and 0.09 < worst["figure"] < 0.12
+    assert worst["ceiling"] == 0.08 and not any(m["over_ceiling"] for m in rest)
+    assert all(m["figure"] < 0.01 for m in rest)
+    assert d["answer"].endswith(f"; soc = exynos-1380 killed on {worst['figure']:.1%} of its device-days, over the "
+                                "per-model ceiling 8%")
+    # the tier's ceiling (1 %) fails every mid segment for the tier's kills; no other tier
+    gate = json.loads(run_cli("gate", "--release", "9.0", "--db", str(path), "--as-of", AS_OF, "--json",
+                              "--dry-run").stdout)
+    failing = {(s["device_tier"], tuple(s["failed_gates"])) for s in gate["segments"] if s["failed_gates"]}
+    assert failing == {("mid", ("kill_rate",))}

@@ -52,6 +52,8 @@ class RatioCeiling(Gate):
 class KillRate(Gate):
     max_share: float = _f(0.01, 0, 1, help="share of edge device-days with at least one kill (Android vitals: a "
                           "user-perceived low-memory-kill rate above 1 % is bad behaviour)")
+    max_share_per_model: float = _f(0.08, 0, 1, help="pipeline drill by soc: a chip whose devices are killed on more "
+                                    "of their device-days is named (Play's per-phone-model bad-behaviour line, 8 %)")
     kill_codes: tuple[str, ...] = _f((EdgeError.OOM.value, EdgeError.LMK_KILLED.value), choices=EDGE_ERRORS,
                                      min_items=1, help="error_code values that count as a kill (the others are "
                                                        "reported beside it)")

@@ -47,6 +47,8 @@ SEPARATOR = "\x1f"  # chr(31) in the SQL
 NAMED_SHARE = 0.5  # the one-line answer names a culprit only when it holds at least this share of the excess
 SIBLING_RATIO = 0.5  # a dimension is named when the cell's siblings have less than this share of its excess per row
 # how the drill reads each gate it can split: (table, k, n, harm above the threshold)
+# the contract's dimensions as Google Play's Reporting API names the ones it has (vitals per device slice)
+PLAY_NAMES = {"soc": "deviceSocModel", "mem_class_gb": "deviceRamBucket", "os_version": "apiLevel"}
 TIER_LEVEL = 5  # sql/gate/device_days.sql's level of a device tier
 OVER_TIER = (GateName.KILL_RATE,)  # judged over the segment's device tier (evaluate._Measure.kill_rate): split there
 READS: dict[str, tuple[str, str, str, bool]] = {
@@ -171,6 +173,7 @@ class Drill:
     dimensions: list[RankedDimension] = field(default_factory=list)
     answer: str = ""
     named: dict[str, str] = field(default_factory=dict)  # the one-line answer's dimensions and values
+    models: list[dict[str, Any]] = field(default_factory=list)  # kill_rate by soc against the per-model ceiling
     varying: tuple[str, ...] = ()  # the dimensions with more than one value in the segment (the others say nothing)
     raw: list[Cell] = field(default_factory=list)  # every cell as the SQL gives it, unmerged and untested
     named_share: float = 0.0
@@ -186,7 +189,9 @@ class Drill:
                 "excess": _num(self.excess), "answer": self.answer, "named": self.named,
                 "named_share_of_excess": _num(self.named_share),
                 "varying": list(self.varying), "dimensions": [d.to_dict() for d in self.dimensions],
-                "cells": [c.to_dict() for c in self.cells]}
+                "cells": [c.to_dict() for c in self.cells],
+                **({"per_model": [{**m, "figure": _num(m["figure"]), "p_value": _num(m["p_value"])}
+                                  for m in self.models]} if self.models else {})}
 
 
 @dataclass
@@ -202,6 +207,7 @@ class DrillResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "release": self.release, "by": list(self.by),
+                "play_names": {d: PLAY_NAMES[d] for d in self.by if d in PLAY_NAMES},
                 "window": {"start": _iso(self.window.start), "end": _iso(self.window.end)},
                 "multiplicity": {"method": "benjamini_hochberg", "alpha": self.alpha,
                                  "family": "every cell of this drill"},
@@ -344,7 +350,37 @@ def _split(segment: str, gate: str, rows: dict[str, Any], by: tuple[str, ...], c
         c.share = max(0.0, c.excess) / positive if positive > 0 else 0.0
     d.cells.sort(key=lambda c: (-_exact(max(0.0, c.excess)), -c.n, c.name))  # the excess first, then the biggest
     d.excess = sum(c.excess for c in d.cells)
+    if gate == GateName.KILL_RATE and "soc" in by:
+        d.models = _per_model(edge_rows, by, k, n, config)
+        over = [m for m in d.models if m["over_ceiling"]]
+        if over:
+            d.answer += ("; " if d.answer else "") + "; ".join(
+                f"soc = {m['soc']} killed on {m['figure']:.1%} of its device-days, over the per-model ceiling "
+                f"{m['ceiling']:.0%}" for m in over)
     return d
+
+
+def _per_model(rows: list[dict[str, Any]], by: tuple[str, ...], k: str, n: str,
+               config: Config) -> list[dict[str, Any]]:
+    """kill_rate per chip (soc: the phone model the contract carries) against gates.kill_rate.max_share_per_model,
+    Play's per-phone-model line beside the tier's; a chip is over it when its test rejects, Benjamini-Hochberg over
+    the chips at the drill's alpha. Worst first."""
+    ceiling = config.gates.kill_rate.max_share_per_model
+    by_soc: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_soc.setdefault(cell_values(r["cell"], by)["soc"], []).append(r)
+    out = []
+    for soc, members in by_soc.items():
+        row = _summed(members)
+        r = figures.ratio(row, k, n, config.min_devices)
+        if r.n <= 0:
+            continue
+        out.append({"soc": soc, "devices": r.devices, "device_days": int(r.n), "figure": r.rate, "ceiling": ceiling,
+                    "p_value": p_value(GateName.KILL_RATE, row, None, k, n, True, ceiling, config)})
+    over = stats.benjamini_hochberg({m["soc"]: m["p_value"] for m in out}, 1 - config.statistics.confidence)
+    for m in out:
+        m["over_ceiling"] = m["soc"] in over
+    return sorted(out, key=lambda m: (-m["figure"], m["soc"]))
 
 
 def _merged(rows: list[dict[str, Any]], by: tuple[str, ...], ranked: list[str], n: str,
