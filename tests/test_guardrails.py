@@ -196,6 +196,18 @@ def test_a_low_tier_killed_on_3_percent_of_device_days_rolls_back_every_segment_
     assert release.extra["kill_codes"] == ["OOM", "LMK_KILLED"]
 
 
+def test_a_task_with_its_own_kill_ceiling_is_its_own_hypothesis(kills_db):
+    """Segments of a tier share its figure; one whose task sets another ceiling (task_overrides) is tested against
+    that ceiling, not folded into the others' hypothesis."""
+    loose = dataclasses.replace(CONFIG.gates, kill_rate=dataclasses.replace(CONFIG.gates.kill_rate, max_share=0.2))
+    result = gate(kills_db, config=dataclasses.replace(CONFIG, task_overrides={**(CONFIG.task_overrides or {}),
+                                                                               "summarize": loose}))
+    low = {s.key: s.checks["kill_rate"] for s in result.segments if s.device_tier == "low"}
+    assert {k: c.status for k, c in low.items() if k.startswith("summarize/")} == {
+        f"summarize/low/{b}": Status.PASS for b in ("normal", "weak", "offline")}
+    assert all(c.status == Status.FAIL for k, c in low.items() if not k.startswith("summarize/"))
+
+
 def test_a_healthy_release_passes_kill_rate_everywhere(tmp_path):
     result = gate(load(tmp_path / "h.duckdb", window_of_14_days(120_000)))
     assert {s.checks["kill_rate"].status for s in result.segments} <= {Status.PASS, Status.INSUFFICIENT_DATA}

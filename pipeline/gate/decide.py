@@ -71,11 +71,11 @@ def _test_outcomes(checks: Sequence[GateCheck], config: Config) -> dict[tuple[in
     split = budget_split(config)
     families: dict[tuple[str, str], dict[int, float]] = {}
     out: dict[tuple[int, str], tuple[float, bool]] = {}
-    first_of: dict[tuple[str, str], int] = {}  # (gate, shared) -> the check that stands for the hypothesis
+    first_of: dict[tuple, int] = {}  # (gate, shared, threshold) -> the check that stands for the hypothesis
     copies: dict[int, int] = {}  # a check reading a figure another already stands for -> that check
     for i, check in enumerate(checks):
-        if check.shared:
-            copies[i] = first_of.setdefault((check.gate, check.shared), i)
+        if check.shared:  # the same figure against the same threshold (a task override may set its own)
+            copies[i] = first_of.setdefault((check.gate, check.shared, check.threshold), i)
             if copies[i] == i:
                 del copies[i]
         for name, t in check.tests.items():
