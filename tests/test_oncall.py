@@ -426,3 +426,48 @@ def test_long_work_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     write_parquet(tmp_path / "sim", "9.9", 1_000, files=3, progress=lambda *step: told.append(step))
     assert told == [(0, 4, "generating 1,000 rows"), (1, 4, "1,000 rows generated"),
                     *[(i + 2, 4, f"part-{i}-healthy-s0.parquet") for i in range(3)]]
+
+
+def test_gate_writes_a_junit_report_and_a_github_step_summary_that_tell_the_same(demo, tmp_path):
+    """--junit: a testcase per segment (failed when its own gates fail, skipped when not judged) and per
+    release-wide gate, parsed by junitparser; the step summary goes to $GITHUB_STEP_SUMMARY, appended."""
+    from junitparser import Failure, JUnitXml, Skipped
+
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step output\n")
+    done = gate(demo, "--dry-run", "--junit", str(tmp_path / "junit.xml"), GITHUB_STEP_SUMMARY=str(summary))
+    assert done.returncode == 1, done.stderr
+    verdict = json.loads(gate(demo, "--dry-run", "--json").stdout)
+    [suite] = list(JUnitXml.fromfile(str(tmp_path / "junit.xml")))
+    cases = {case.name: case for case in suite}
+    segments = {f"{s['task']}/{s['device_tier']}/{s['network_bucket']}": s for s in verdict["segments"]}
+    assert set(cases) == set(segments) | {"release-wide quality_loss", "release-wide kill_rate"}
+    for key, s in segments.items():
+        kinds = {type(r) for r in cases[key].result}
+        expected = {"rollback_to_cloud": {Failure}, "insufficient_data": {Skipped}, "keep_edge": set()}
+        assert kinds == expected[s["decision"]], key
+        assert cases[key].system_out.startswith("route: cloud (release_wide): release-wide rollback: ")
+    assert (suite.tests, suite.failures, suite.skipped) == (38, 14, 22)
+    kills = cases["intent/low/normal"].result[0].message
+    assert "kill rate 13.1% (<= 1%) over the low tier" in kills
+    text = summary.read_text()
+    assert text.startswith("earlier step output\n### Release 4.12: ROLLBACK_TO_CLOUD\n")
+    assert ("| to cloud (2): with the whole release; own gates pass | intent/flagship/normal, "
+            "rewrite/flagship/normal |") in text
+
+
+def test_the_step_summary_stays_under_githubs_cap_for_a_thousand_segments(demo):
+    """1,000 segments (the demo's, repeated under other task names) fit in 1 MiB; past a cap, rows are counted."""
+    from pipeline.views.ci import STEP_SUMMARY_LIMIT, step_summary
+    from pipeline.views.story import ReleaseStory, SegmentStory
+
+    verdict = json.loads(gate(demo, "--dry-run", "--json").stdout)
+    base = [s for s in verdict["segments"] if s["decision"] == "rollback_to_cloud"]
+    many = [{**s, "task": f"task{i}"} for i in range(84) for s in base][:1000]
+    story = ReleaseStory("4.12", "rollback", tuple(
+        SegmentStory(f"{s['task']}/{s['device_tier']}/{s['network_bucket']}", "cloud", "release_wide", "why",
+                     s["decision"], "fails") for s in many))
+    text = step_summary({**verdict, "segments": many}, story)
+    assert len(text.encode()) < STEP_SUMMARY_LIMIT and text.count("\n| task") == 1000
+    capped = step_summary({**verdict, "segments": many}, story, limit=20_000)
+    assert len(capped.encode()) <= 20_000 and capped.rstrip().endswith("the step summary is capped at 20,000 bytes")

@@ -49,6 +49,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
                      served=True, routing_out=lambda _: args.routing_out)
     result = judged.result
     _show_gate(args, result, judged.story)
+    _write_ci_reports(args, result, judged.story)
     if judged.recorded is None:
         print(f"pipeline gate: dry run: nothing stored, no alert; rollout would be: "
               f"{rollout_state.describe(judged.states, config)}", file=sys.stderr)
@@ -71,6 +72,28 @@ def cmd_gate(args: argparse.Namespace) -> int:
             if not args.no_alerts:
                 _deliver_alerts(args, config, wh)
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
+
+
+def _write_ci_reports(args: argparse.Namespace, result: Any, story: Any) -> None:
+    """--junit and --summary-md (or $GITHUB_STEP_SUMMARY): the same verdict in the shapes CI reads."""
+    import os
+
+    summary = args.summary_md or (Path(os.environ["GITHUB_STEP_SUMMARY"])
+                                  if os.environ.get("GITHUB_STEP_SUMMARY") else None)
+    if args.junit is None and summary is None:
+        return
+    from pipeline.views.ci import junit_xml, step_summary
+
+    told = result.to_dict()
+    try:
+        if args.junit is not None:
+            args.junit.parent.mkdir(parents=True, exist_ok=True)
+            args.junit.write_text(junit_xml(told, story), encoding="utf-8")
+        if summary is not None:
+            with summary.open("a", encoding="utf-8") as out:  # a step's summary file is shared by its commands
+                out.write(step_summary(told, story))
+    except OSError as exc:
+        raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
 
 
 def _show_gate(args: argparse.Namespace, result: Any, story: Any) -> None:
@@ -272,6 +295,10 @@ def add_commands(sub: Any) -> None:
                    help="roll the window's events up for this evaluation instead of reading the stored rollups "
                         "(an audit of the rollup; DuckDB)")
     p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="also write a JUnit XML report: a testcase per "
+                   "segment, failed when its own gates fail, skipped when not judged (GitLab, Jenkins)")
+    p.add_argument("--summary-md", type=Path, metavar="FILE", help="also append a Markdown summary to FILE (default: "
+                   "$GITHUB_STEP_SUMMARY when set, as in a GitHub Actions step)")
     p.add_argument("--check-config", action="store_true", help="only validate the config and exit")
     p.add_argument("--no-alerts", action="store_true", help="store the evaluation and its alert, send nothing now")
     p.add_argument("--dry-run", action="store_true",

@@ -114,9 +114,7 @@ def evidence(segment: dict[str, Any]) -> str:
         lacking = [g for g, c in metrics.items() if c["mode"] == "enforce" and c["status"] == Status.INSUFFICIENT_DATA]
         return "not judged: no data yet for " + ", ".join(label(g) for g in lacking)
     if segment["decision"] == Verdict.ROLLBACK_TO_CLOUD:
-        return "fails " + ", ".join(f"{label(g)} {figure_of(g, metrics[g]['measured'])} "
-                                    f"({limit_of(g, metrics[g]['threshold'])})" + _over(metrics[g])
-                                    for g in segment["failed_gates"])
+        return "fails " + failed_text(metrics, segment["failed_gates"])
     unproven = []
     for g, c in metrics.items():
         if c["mode"] != "enforce" or not c.get("borderline"):
@@ -130,9 +128,11 @@ def evidence(segment: dict[str, Any]) -> str:
     return OWN_PASS + ("; " + "; ".join(unproven) if unproven else "")
 
 
-def _over(check: dict[str, Any]) -> str:
-    """' over the low tier' for a check judged over more than its segment (GateCheck.shared)."""
-    return f" over the {check['judged_over']}" if check.get("judged_over") else ""
+def failed_text(metrics: dict[str, Any], gates: list[str]) -> str:
+    """'quality loss 13.5% (<= 3%), kill rate 13.1% (<= 1%) over the low tier': failed gates with their figures."""
+    return ", ".join(f"{label(g)} {figure_of(g, metrics[g]['measured'])} ({limit_of(g, metrics[g]['threshold'])})"
+                     + (f" over the {metrics[g]['judged_over']}" if metrics[g].get("judged_over") else "")
+                     for g in gates)
 
 
 def read_story(con: Any, result: dict[str, Any], config: Any) -> ReleaseStory:
