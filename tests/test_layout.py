@@ -107,6 +107,17 @@ def test_exit_codes_are_defined_once_and_the_readme_lists_them_word_for_word():
     assert found == []
 
 
+LONG_MODULE = 600  # lines: a module longer says at its top why it is one module
+
+
+def test_a_long_module_says_why_it_is_one_module():
+    long = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
+            for p in (ROOT / "pipeline").rglob("*.py") if len(p.read_text().splitlines()) > LONG_MODULE}
+    unexplained = [p for p in long if "Why one module:" not in (ast.get_docstring(ast.parse((ROOT / p).read_text()))
+                                                                or "")]
+    assert unexplained == [], f"over {LONG_MODULE} lines without 'Why one module:' in the docstring: {unexplained}"
+
+
 def test_every_module_is_on_the_map_and_every_command_in_commands_md():
     """docs/layout.md names every module of every package (by its name, in its package's lines), and
     docs/commands.md every command the parser has."""

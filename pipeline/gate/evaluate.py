@@ -24,6 +24,9 @@ Two steps, in this order (docs/how-the-gate-decides.md):
 With statistics.method "sequential" (the default) every p-value is always-valid,
 so the error rates hold over every nightly look of a rollout, not one.
 Segment.decision and GateResult.verdict are derived from the statuses.
+
+Why one module: measuring is one pass over the SQL's rows in which every gate reads the same figures;
+`_Measure`, its one class, is the part to split by gate family next.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ values, ...), and one phone sends many correlated requests, so:
   order statistics, and the Hall-Sheather (1988) bandwidth for the sparsity
   (1 / density) a quantile's variance needs (Bahadur's representation).
 - Holm (1979) step-down inside each gate; NaN p-values are never rejections.
+
+Why one module: the gate's statistical primitives, with no dependency on the pipeline, each tested
+against known values (tests/test_stats.py) and against SciPy (tests/test_stats_reference.py) in one place.
 """
 
 from __future__ import annotations

@@ -67,6 +67,9 @@ Candidate YAML schema (unknown keys, missing required fields and wrong types are
       mem_bandwidth_gbps: number > 0   optional, default 51.2 (LPDDR5-6400, 64-bit bus)
       throttle_ratio: number (0, 1]    optional, default 0.6 (share of speed kept when throttled)
   cloud:                        optional, default the article's: fixed_ms 280, prefill_tps 2000, decode_tps 80
+
+Why one module: every section is arithmetic on the same candidate against the same gate thresholds,
+in the order the assessment prints it.
 """
 
 from __future__ import annotations

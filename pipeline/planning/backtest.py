@@ -16,6 +16,9 @@ warehouse and judges it on each night, advancing the rollout states as the night
 Devices are the unit everywhere: splits and subsamples pick whole devices, so the correlation of
 one phone's requests is kept. `--segment-rows` subsamples devices until the median judged segment
 has about that many edge rows on the last night.
+
+Why one module: the variants, the injections and the night-by-night judging share one in-memory
+warehouse and one seeded draw per run; apart, each part would need the others' state.
 """
 
 from __future__ import annotations

@@ -78,6 +78,9 @@ exactly at the default tolerance.
 
 Scenarios change the edge build or the environment (MODELS); SCENARIOS says how,
 and which gates that breaks.
+
+Why one module: one generative model whose parts (population, requests, regressions, injections) draw
+from shared seeded streams in a fixed order, so that the same arguments keep giving byte-identical files.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ opens offline: no script, style or font is fetched from anywhere.
 
 Altair and vl-convert are imported here only, inside the functions that need them, so `pipeline
 gate` and `pipeline --help` never load them.
+
+Why one module: one self-contained page whose queries, chart specs, HTML and inlined assets change
+together; its figures and routes come from common/units.py and views/story.py.
 """
 
 from __future__ import annotations
