@@ -1,11 +1,12 @@
 """One release as every output tells it: per segment the route the app follows, why (its kind and its words,
 from pipeline/rollout/state.py route_for) and the segment's own evidence. The terminal, the report, the alert
-and `state` render a ReleaseStory; none reads the rollout states its own way, so none can contradict another
-(a segment that passes its own gates but goes to the cloud with the whole release says both)."""
+and the CI reports render a ReleaseStory, and `state` and the routing table read the same route_for; none
+reads the rollout states its own way, so none can contradict another (a segment that passes its own gates
+but goes to the cloud with the whole release says both)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.common.registry import label
@@ -16,8 +17,8 @@ from pipeline.rollout import state as rollout_state
 ROUTE_WORDS = {Route.CLOUD: "to cloud", Route.EDGE: "keep edge", Route.EDGE_WITH_CLOUD_CHECK: "edge, cloud check on",
                PREVIOUS_EDGE: "to the previous edge model"}
 ROUTE_ORDER = (Route.CLOUD, PREVIOUS_EDGE, Route.EDGE_WITH_CLOUD_CHECK, Route.EDGE)  # farthest from the edge first
-CAUSE_WORDS = {RouteCause.OWN_GATES: "by its own gates", RouteCause.RELEASE_WIDE: "with the whole release",
-               RouteCause.NOT_JUDGED: "until judged", RouteCause.PERSON: "by a person's action"}
+# a heading names the cause when it is not the segment's own (own gates, or no data yet, say themselves)
+CAUSE_WORDS = {RouteCause.RELEASE_WIDE: "with the whole release", RouteCause.PERSON: "by a person's action"}
 OWN_WORDS = {Verdict.ROLLBACK_TO_CLOUD: "own gates fail", Verdict.KEEP_EDGE: "own gates pass",
              Verdict.INSUFFICIENT_DATA: "not judged"}
 OWN_PASS = "passes its own gates"
@@ -31,10 +32,6 @@ class SegmentStory:
     why: str  # the route's reason in words, as `pipeline state` and the routing table say it
     decision: str  # what its own gates decided in this evaluation
     evidence: str  # its own figures in words
-
-    @property
-    def own(self) -> str:
-        return OWN_WORDS.get(self.decision, self.decision)
 
 
 @dataclass(frozen=True)
@@ -67,11 +64,6 @@ class ReleaseStory:
     def by_segment(self) -> dict[str, SegmentStory]:
         return {s.segment: s for s in self.segments}
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"release": self.release, "headline": self.headline, "routes": self.counts(),
-                "segments": [asdict(s) for s in self.segments], "overrides": list(self.overrides),
-                "held": list(self.held)}
-
 
 def _rank(route: str) -> int:
     return ROUTE_ORDER.index(route) if route in ROUTE_ORDER else len(ROUTE_ORDER)
@@ -83,7 +75,7 @@ def _own_rank(decision: str) -> int:
 
 def group_heading(route: str, cause: str, decision: str, n: int) -> str:
     """'to cloud (12): own gates fail', 'to cloud (2): with the whole release; own gates pass'."""
-    why = [] if cause in (RouteCause.OWN_GATES, RouteCause.NOT_JUDGED) else [CAUSE_WORDS.get(cause, cause)]
+    why = [CAUSE_WORDS[cause]] if cause in CAUSE_WORDS else []
     return f"{ROUTE_WORDS.get(route, route)} ({n}): " + "; ".join([*why, OWN_WORDS.get(decision, decision)])
 
 
