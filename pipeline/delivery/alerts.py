@@ -43,7 +43,7 @@ from pipeline.common.vocabulary import PREVIOUS_EDGE, Route, RouteCause, Status,
 from pipeline.delivery import alertmanager
 from pipeline.delivery.sinks import DeliveryDeadline, PermanentError, send
 from pipeline.rollout import state as rollout_state
-from pipeline.views.story import group_heading, story
+from pipeline.views.story import failed_text, group_heading, story
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
@@ -87,9 +87,7 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
         if routes[key][0] == PREVIOUS_EDGE:
             failing[-1]["model_id"] = previous.model_id
     for f in failing[:MAX_SEGMENT_LINES]:
-        shown = ", ".join(f"{label(x['gate'])} {figure_of(x['gate'], x['measured'])} "
-                          f"({limit_of(x['gate'], x['threshold'])})"
-                          + (f" over the {x['judged_over']}" if x.get("judged_over") else "") for x in f["gates"])
+        shown = failed_text({x["gate"]: x for x in f["gates"]}, [x["gate"] for x in f["gates"]])
         to = (f" -> previous_edge ({f['model_id']} of release {previous.release})" if f["route"] == PREVIOUS_EDGE
               else "")
         lines.append(f"- {f['segment']} ({f['state']} since {f['since']}, {f['rows']} rows): {shown}{to}")

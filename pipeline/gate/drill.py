@@ -46,11 +46,10 @@ OTHER = "other"
 SEPARATOR = "\x1f"  # chr(31) in the SQL
 NAMED_SHARE = 0.5  # the one-line answer names a culprit only when it holds at least this share of the excess
 SIBLING_RATIO = 0.5  # a dimension is named when the cell's siblings have less than this share of its excess per row
-# how the drill reads each gate it can split: (table, k, n, harm above the threshold)
 # the contract's dimensions as Google Play's Reporting API names the ones it has (vitals per device slice)
 PLAY_NAMES = {"soc": "deviceSocModel", "mem_class_gb": "deviceRamBucket", "os_version": "apiLevel"}
-TIER_LEVEL = 5  # sql/gate/device_days.sql's level of a device tier
 OVER_TIER = (GateName.KILL_RATE,)  # judged over the segment's device tier (evaluate._Measure.kill_rate): split there
+# how the drill reads each gate it can split: (table, k, n, harm above the threshold)
 READS: dict[str, tuple[str, str, str, bool]] = {
     GateName.PEAK_MEMORY: ("counts", "peak_over", "peak_n", True),
     GateName.RESIDENT_MEMORY: ("counts", "resident_over", "resident_n", True),
@@ -278,7 +277,7 @@ def by_tier(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, 
     """Tier-level rows (sql/gate/device_days.sql level 5) by ('edge', tier): what kill_rate is judged over."""
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        if r["level"] == TIER_LEVEL:
+        if r["level"] == figures.TIER_LEVEL:
             out.setdefault((Side.EDGE, r["device_tier"]), []).append(r)
     return out
 

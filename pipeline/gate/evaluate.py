@@ -51,6 +51,7 @@ from pipeline.gate.figures import (
     DEVICE_DAYS_SQL,
     KILL_MIXTURE_WIDTH,
     MIN_FALLBACK_TAU,
+    TIER_LEVEL,
     counts,
     day_counts,
     ratio,
@@ -78,12 +79,12 @@ WEAK_LATENCY_TAU = math.log(1.25)
 def _level_key(row: dict[str, Any]) -> tuple:
     level = row["level"]
     return {0: (row["task"], row["device_tier"], row["network_bucket"]), 1: (row["task"], row["device_tier"]),
-            2: (row["task"], "*", row["network_bucket"]), 3: (row["task"],), 5: _tier_key(row["device_tier"]),
+            2: (row["task"], "*", row["network_bucket"]), 3: (row["task"],), TIER_LEVEL: _tier_key(row["device_tier"]),
             7: ()}[level]
 
 
 def _tier_key(tier: str) -> tuple[str, str, str]:
-    """The level key of a device tier's device-days (sql/gate/device_days.sql level 5)."""
+    """The level key of a device tier's device-days (sql/gate/device_days.sql's TIER_LEVEL)."""
     return "*", tier, "*"
 
 

@@ -14,6 +14,7 @@ from pipeline.warehouse import sqlfiles
 
 COUNTS_SQL = "gate/segment_counts"
 DEVICE_DAYS_SQL = "gate/device_days"
+TIER_LEVEL = 5  # DEVICE_DAYS_SQL's level of a device tier's rows (grouping(task) * 4 + grouping(bucket))
 # kill_rate's sequential test spreads its prior over kill rates up to 3 x the ceiling (stats.mixture_width):
 # the rate worth catching is twice the ceiling, and a 1 % ceiling's default prior (20 points wide) would
 # weigh rates no release survives long enough to show

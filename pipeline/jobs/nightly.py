@@ -148,7 +148,7 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                 t = time.perf_counter()
                 with wh.reading() as con:
                     use_settings(con, config)
-                    index = write_reports(con, results, config, report_dir)
+                    index = write_reports(con, results, config, report_dir, [j.story for j in judged])
                 _step(run, "report", t, f"{counted(len(results), 'report')}, index {index}", reports=len(results))
             stopping.check()
             t = time.perf_counter()

@@ -101,9 +101,10 @@ def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, o
 
 
 def write_reports(con: duckdb.DuckDBPyConnection, results: list[GateResult], config: Config,
-                  folder: Path) -> Path:
-    """The nightly hook: report-<release>.html for every result, then index.html; returns the index."""
-    stories = [read_story(con, r.to_dict(), config) for r in results]
+                  folder: Path, stories: list[ReleaseStory] | None = None) -> Path:
+    """The nightly hook: report-<release>.html for every result, then index.html; returns the index.
+    `stories`: the results' stories as the judge told them, else read from the warehouse."""
+    stories = stories or [read_story(con, r.to_dict(), config) for r in results]
     for r, story in zip(results, stories, strict=True):
         write_report(con, r.release, config, Path(folder) / report_filename(r.release), result=r,
                      index_href="index.html", story=story)
@@ -171,7 +172,7 @@ def _matrix_data(con: duckdb.DuckDBPyConnection, result: GateResult, config: Con
     first = found.drills[0]
     largest = max(found.drills, key=lambda d: sum(c.n for c in d.raw))
     return {"gate": gate, "what": first.what, "threshold": first.threshold, "segments": segments, "cells": cells,
-            "answer": f"{largest.segment}: {largest.answer}", "min_devices": config.min_devices}
+            "answer": f"{largest.segment}: {largest.answer}"}
 
 
 def _known(value: str) -> str:
