@@ -278,6 +278,57 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+SECRET = "s3cr3t-never-printed"  # the moto server's secret key: no output may show it
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3 server (`moto[server]`, the test extra) on a free port of 127.0.0.1, for one test module."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"moto's server exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            return False
+
+    wait_until(up, 60, "moto's S3 server listening")
+    yield f"http://127.0.0.1:{port}"
+    proc.kill()
+    proc.wait()
+
+
+def s3_env(endpoint: str) -> dict[str, str]:
+    return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL_S3": endpoint, "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
+
+
+@pytest.fixture
+def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch):
+    """A plain boto3 client of the moto server, its credentials in the environment the commands see."""
+    import boto3
+    from botocore.config import Config as BotoConfig
+
+    for key, value in s3_env(s3_endpoint).items():
+        monkeypatch.setenv(key, value)
+    return boto3.client("s3", endpoint_url=s3_endpoint, config=BotoConfig(s3={"addressing_style": "path"}))
+
+
+@pytest.fixture
+def bucket(s3) -> str:
+    import uuid
+
+    name = f"landing-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
 def interval_covers(wide, narrow) -> bool:
     """The sketch's widened interval holds the exact one (a side with no order statistic is None on both)."""
     if narrow is None:

@@ -20,9 +20,8 @@ import pyarrow as pa
 import pytest
 import yaml
 from botocore.config import Config as BotoConfig
-from conftest import ROOT, query, run_cli, valid_table, write
+from conftest import ROOT, query, run_cli, s3_env, valid_table, write
 from deltalake import DeltaTable
-from test_landing_s3 import _env, s3_endpoint  # noqa: F401 (moto's S3 server, a fixture of this module too)
 from test_output_schema import _validator
 
 AS_OF = datetime(2026, 12, 10)
@@ -208,9 +207,9 @@ def test_the_gate_judges_alike_before_and_after_the_days_before_its_window_move(
     assert judged() == before
 
 
-def test_an_archive_under_s3_on_moto(warehouse, s3_endpoint, monkeypatch, tmp_path):  # noqa: F811
+def test_an_archive_under_s3_on_moto(warehouse, s3_endpoint, monkeypatch, tmp_path):
     db, _ = warehouse
-    for key, value in _env(s3_endpoint).items():
+    for key, value in s3_env(s3_endpoint).items():
         monkeypatch.setenv(key, value)
     client = boto3.client("s3", endpoint_url=s3_endpoint, config=BotoConfig(s3={"addressing_style": "path"}))
     client.create_bucket(Bucket="archive")

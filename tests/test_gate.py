@@ -130,7 +130,7 @@ def test_fallback_spike_fails_the_fallback_gate(db_path):
     assert result.exit_code == 1
     assert failing(result, "fallback_rate")
     assert all(set(s.failed_gates) == {"fallback_rate"} for s in judged(result) if s.failed_gates)
-    routes = {r["route"] for r in routing_table(result, CONFIG)["routes"]
+    routes = {r["route"] for r in routing_table(result.to_dict(), CONFIG)["routes"]
               if r["network_bucket"] != "offline" and "a cloud check catches: fallback_rate" in r["reason"]}
     assert routes == {"edge_with_cloud_check"}
 

@@ -14,67 +14,23 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from boto3.s3.transfer import TransferConfig
-from botocore.config import Config as BotoConfig
-from conftest import ROOT, counts, free_port, query, run_cli, valid_table, wait_until, with_values
+from conftest import ROOT, SECRET, counts, query, run_cli, s3_env, valid_table, wait_until, with_values
 
 from pipeline.common.errors import BucketError
 from pipeline.ingest.from_bucket import listing_start
 from pipeline.ingest.object_store import S3Store, parse_uri
 
-SECRET = "s3cr3t-never-printed"
 AS_OF = "2026-12-02T12:00:00"
 SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"moto's server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            return False
-
-    wait_until(up, 60, "moto's S3 server listening")
-    yield f"http://127.0.0.1:{port}"
-    proc.kill()
-    proc.wait()
-
-
-def _env(endpoint: str) -> dict[str, str]:
-    return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL_S3": endpoint, "AWS_EC2_METADATA_DISABLED": "true",
-            "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
-
-
-@pytest.fixture
-def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch):
-    for key, value in _env(s3_endpoint).items():
-        monkeypatch.setenv(key, value)
-    return boto3.client("s3", endpoint_url=s3_endpoint, config=BotoConfig(s3={"addressing_style": "path"}))
-
-
-@pytest.fixture
-def bucket(s3) -> str:
-    name = f"landing-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    return name
 
 
 def put(s3, bucket: str, key: str, table: pa.Table | bytes, tmp_path: Path, multipart: bool = False) -> None:
@@ -88,7 +44,7 @@ def put(s3, bucket: str, key: str, table: pa.Table | bytes, tmp_path: Path, mult
 
 
 def ingest(uri: str, db: Path, endpoint: str, *more: str, env: dict[str, str] | None = None):
-    return run_cli("ingest", uri, "--db", str(db), "--as-of", AS_OF, *more, env={**_env(endpoint), **(env or {})})
+    return run_cli("ingest", uri, "--db", str(db), "--as-of", AS_OF, *more, env={**s3_env(endpoint), **(env or {})})
 
 
 def ingest_json(uri: str, db: Path, endpoint: str, *more: str, env: dict[str, str] | None = None) -> dict:
@@ -450,7 +406,7 @@ def test_nightly_reads_a_bucket_landing(s3, bucket, s3_endpoint, tmp_path):
     s3.put_object(Bucket=bucket, Key="up/dt=2026-12-01/export.csv", Body=b"a,b\n")
     db = tmp_path / "t.duckdb"
     done = run_cli("nightly", "--landing", f"s3://{bucket}/up/", "--db", str(db), "--as-of", "2026-12-01",
-                   "--json", env=_env(s3_endpoint))
+                   "--json", env=s3_env(s3_endpoint))
     assert done.returncode == 4, done.stderr  # the data-quality exit: a CSV lies in the landing
     run = json.loads(done.stdout)
     assert run["status"] == "ok"
@@ -482,7 +438,7 @@ def test_a_stop_while_fetching_stores_nothing_of_the_chunk_and_the_rerun_is_exac
     db = tmp_path / "t.duckdb"
     try:
         proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", f"s3://{bucket}/up/", "--db", str(db)],
-                                cwd=ROOT, env={**os.environ, **_env(s3_endpoint), "AWS_ENDPOINT_URL_S3": proxy.url},
+                                cwd=ROOT, env={**os.environ, **s3_env(s3_endpoint), "AWS_ENDPOINT_URL_S3": proxy.url},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_until(fetching.is_set, 120, "the first object fetched")
         proc.send_signal(signal.SIGTERM)

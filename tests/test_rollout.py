@@ -96,14 +96,15 @@ def test_a_recovery_rule_not_stricter_than_the_failing_one_is_a_config_error(tmp
 def test_routing_under_each_verdict(tmp_path):
     post = gate_once(scenario(tmp_path / "post.duckdb", "postmortem"))
     assert post.verdict == "rollback_to_cloud"
-    table = routing_table(post, CONFIG)
+    table = routing_table(post.to_dict(), CONFIG)
     assert table["rollout"] == "rollback_to_cloud"
     assert {r["route"] for r in table["routes"]} == {"cloud"} and len(table["routes"]) == len(post.segments)
     assert all(r["reason"].startswith("release-wide rollback") for r in table["routes"])
 
     part = gate_once(scenario(tmp_path / "part.duckdb", "low_tier_memory"))
     assert part.verdict == "partial_rollback"
-    by = {(r["task"], r["device_tier"], r["network_bucket"]): r for r in routing_table(part, CONFIG)["routes"]}
+    by = {(r["task"], r["device_tier"], r["network_bucket"]): r
+          for r in routing_table(part.to_dict(), CONFIG)["routes"]}
     for s in part.segments:
         route = by[(s.task, s.device_tier, s.network_bucket)]["route"]
         expected = {"rollback_to_cloud": "cloud", "keep_edge": "edge",
@@ -113,7 +114,8 @@ def test_routing_under_each_verdict(tmp_path):
 
     sparse = gate_once(scenario(tmp_path / "sparse.duckdb", "sparse", rows=1_000))
     assert sparse.verdict == "insufficient_data"
-    assert {r["route"] for r in routing_table(sparse, CONFIG)["routes"]} == {CONFIG.routing.insufficient_data_route}
+    routes = {r["route"] for r in routing_table(sparse.to_dict(), CONFIG)["routes"]}
+    assert routes == {CONFIG.routing.insufficient_data_route}
 
 
 def gate_once(path: Path):
@@ -187,7 +189,7 @@ def test_a_segment_failing_on_alternate_nights_is_rolled_back_once_then_recovers
         assert result.segments and recorded.stored
         seg = next(s for s in result.segments if s.key == LOW)
         assert seg.decision == ("rollback_to_cloud" if FLAP[len(routes)] == "F" else "keep_edge")
-        table = routing_table(result, nightly_config, recorded.states)
+        table = routing_table(result.to_dict(), nightly_config, recorded.states)
         routes.append(next(r["route"] for r in table["routes"] if f"{r['task']}/{r['device_tier']}/"
                            f"{r['network_bucket']}" == LOW))
         kinds.append(table["rollout"])

@@ -36,7 +36,7 @@ def _at(t: datetime) -> str:
 
 
 def _route(result, config, states) -> tuple[str, str]:
-    entry = next(r for r in routing_table(result, config, states)["routes"]
+    entry = next(r for r in routing_table(result.to_dict(), config, states)["routes"]
                  if f"{r['task']}/{r['device_tier']}/{r['network_bucket']}" == LOW)
     return entry["route"], entry["reason"]
 
@@ -86,7 +86,7 @@ def test_a_forced_rollback_routes_to_the_cloud_at_once_and_is_on_record_everywhe
     assert result.verdict == "keep_edge"
     route, why = _route(result, cfg, recorded.states)
     assert route == "cloud" and why.startswith("override: ")
-    table = routing_table(result, cfg, recorded.states)
+    table = routing_table(result.to_dict(), cfg, recorded.states)
     _validator("routing").validate(table)
     entry = next(r for r in table["routes"] if f"{r['task']}/{r['device_tier']}/{r['network_bucket']}" == LOW)
     assert entry["override"]["action"] == "rollback" and entry["override"]["actor"] == "pd-bot"

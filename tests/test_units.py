@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.common.units import alpha_text, figure_of, in_unit, interval_text, limit_of, p_text, percent
+from pipeline.common.units import alpha_text, figure_of, in_unit, interval_text, limit_of, p_text, percent, seconds_text
 
 
 @pytest.mark.parametrize(("share", "text"), [(0.4712, "47.1%"), (0.048, "4.8%"), (0.0035, "0.35%"), (0.4, "40%"),
@@ -43,3 +43,9 @@ def test_p_values_limits_and_intervals_read_the_same_everywhere():
         "decision interval 12.7% to 18.4% (at alpha 0.5%, the level its test had)"
     assert interval_text([0.1, None], "share") == \
         "95% interval 10% to unbounded (too few values for an upper bound) (for reading: not the decision's)"
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0.42, "0.4 s"), (59.94, "59.9 s"), (95, "1 min 35 s"),
+                                               (4000, "1 h 6 min"), (None, "?"), (float("nan"), "?")])
+def test_durations_print_in_the_unit_a_person_reads(seconds, text):
+    assert seconds_text(seconds) == text

@@ -46,7 +46,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     [judged] = judge(wh, lambda: _telemetry(args, config, raw=args.from_events), [args.release], config,
                      as_of=_as_of(args), trigger=args.trigger or default_trigger(),
                      holdback_share=args.holdback_share, from_events=args.from_events, dry_run=args.dry_run,
-                     served=True, routing_out=lambda _: args.routing_out)
+                     served=True, routing_out=lambda _: args.routing_out,
+                     publishing=bool(args.routing_out or args.publish))
     result = judged.result
     _show_gate(args, result, judged.story)
     _write_ci_reports(args, result, judged.story)
@@ -69,8 +70,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
                         f"(pipeline state --release {result.release})")
                 width = terminal_width(sys.stdout)  # wrapped like the gate view above it, not cut
                 print(textwrap.fill(line, width, subsequent_indent="  ") if width else line)
+            for p in judged.published:
+                print(p, file=sys.stderr if p.outcome == "failed" or args.json else sys.stdout)
             if not args.no_alerts:
                 _deliver_alerts(args, config, wh)
+    if any(p.outcome == "failed" for p in judged.published):  # the decision is stored; the phones do not have it
+        print(f"pipeline gate: routing not published; `pipeline routing publish --release {result.release}` "
+              "tries again (so does the next gate or nightly)", file=sys.stderr)
+        return Exit.ERROR
     return result.exit_code  # a failed delivery is reported, but the exit code is the verdict's
 
 
@@ -245,6 +252,7 @@ def cmd_state(args: argparse.Namespace) -> int:
     from pipeline.rollout import state as rollout_state
     from pipeline.rollout.actions import recorded
     from pipeline.rollout.previous import find
+    from pipeline.views.render import last_published
     from pipeline.warehouse import db
 
     config = _config(args)
@@ -252,7 +260,7 @@ def cmd_state(args: argparse.Namespace) -> int:
         acts = recorded(con, args.release, _db(args))
         states = rollout_state.current(con, args.release, config, clock.now(_as_of(args)), acts)
         view = rollout_state.StateView(args.release, states, config, find(con, args.release, config),
-                                 db.served_dict(_db(args)), acts)
+                                       db.served_dict(_db(args)), acts, last_published(con, args.release))
     if args.json:
         _emit_json(view.to_dict())
     else:
@@ -294,7 +302,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--from-events", action="store_true",
                    help="roll the window's events up for this evaluation instead of reading the stored rollups "
                         "(an audit of the rollup; DuckDB)")
-    p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file")
+    p.add_argument("--routing-out", type=Path, help="write the routing table the app consumes to this file (and "
+                                                    "publish it to the config's publish.targets)")
+    p.add_argument("--publish", action="store_true", help="publish the routing table to the config's "
+                                                          "publish.targets (docs/publishing.md) without a file")
     p.add_argument("--junit", type=Path, metavar="FILE", help="also write a JUnit XML report: a testcase per "
                    "segment, failed when its own gates fail, skipped when not judged (GitLab, Jenkins)")
     p.add_argument("--summary-md", type=Path, metavar="FILE", help="also append a Markdown summary to FILE (default: "

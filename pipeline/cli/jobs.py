@@ -1,5 +1,6 @@
-"""The job commands: nightly (the main job once), schedule (it on a cron, APScheduler), and what on-call
-teams plug in: metrics (for Prometheus) and alerts test (each sink, or the request it would get)."""
+"""The job commands: nightly (the main job once), schedule (it on a cron, APScheduler), serve (the decisions over
+HTTP: OFREP, rollout controllers), and what on-call teams plug in: metrics (for Prometheus) and alerts test (each
+sink, or the request it would get)."""
 
 from __future__ import annotations
 
@@ -88,6 +89,18 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from pipeline.delivery.serve import serve
+
+    path = _db(args)
+    if not path.exists():
+        raise UsageError(f"{path}: no warehouse there (pipeline nightly or pipeline init makes one)")
+    if args.refresh_seconds <= 0:
+        raise UsageError("--refresh-seconds must be > 0")
+    serve(path, _config(args), args.host, args.port, args.refresh_seconds, args.cache_seconds)
+    return Exit.OK
+
+
 def cmd_alerts_test(args: argparse.Namespace) -> int:
     from pipeline.common import clock
     from pipeline.delivery.check import chosen, dry_run, send_test
@@ -143,6 +156,20 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--textfile", type=Path, metavar="PATH",
                    help="write here (a .prom file in node_exporter's --collector.textfile.directory)")
     p.set_defaults(func=cmd_metrics)
+
+    p = sub.add_parser("serve", help="serve the stored decisions over HTTP, read-only: routing documents, OFREP "
+                                     "flag evaluation, Argo Rollouts and Flagger checks, metrics",
+                       description="Answers from memory, re-reading the warehouse every --refresh-seconds (a "
+                                   "snapshot while a writer holds it: never waits). Paths and safety: "
+                                   "docs/publishing.md. With PIPELINE_SERVE_TOKEN set, requests need "
+                                   "`Authorization: Bearer <token>`. Stops on SIGTERM or Ctrl-C (exit 0).")
+    _db_option(p)
+    _config_option(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    p.add_argument("--refresh-seconds", type=float, default=5.0, help="how often the warehouse is re-read (default 5)")
+    p.add_argument("--cache-seconds", type=int, default=30, help="Cache-Control max-age of the documents (default 30)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("alerts", help="check the alert sinks: send a marked test alert, or print its requests")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)

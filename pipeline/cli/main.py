@@ -61,11 +61,16 @@ EXAMPLES = {
                "pipeline rollout promote --release 4.12 --segment rewrite/flagship/normal --gate thermal "
                "--reason 'known thermal on flagships, fix in 4.13' --until 2026-12-20\n"
                "pipeline rollout resume --release 4.12 --reason 'freeze over'",
+    "routing": "pipeline routing publish --release 4.12\n"
+               "pipeline routing history --release 4.12\n"
+               "pipeline routing rollback --release 4.12 --to 3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY --reason INC123",
     "nightly": "pipeline nightly --landing sample_logs --as-of 2026-12-01 --report-dir reports\n"
                "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing\n"
                "pipeline nightly --landing s3://telemetry-landing/uploads/ --db /data/telemetry.duckdb",
     "schedule": 'pipeline schedule --landing /data/landing --cron "0 2 * * *" --timezone UTC\n'
                 "pipeline schedule --landing /data/landing --interval-seconds 3600",
+    "serve": "pipeline serve --port 8080\n"
+             "PIPELINE_SERVE_TOKEN=... pipeline serve --host 0.0.0.0 --port 8080 --db /data/telemetry.duckdb",
     "metrics": "pipeline metrics\npipeline metrics --textfile /var/lib/node_exporter/textfile/edge_pipeline.prom",
     "alerts": "pipeline alerts test --dry-run\npipeline alerts test --sink oncall",
     "runs": "pipeline runs --limit 5 --format table",

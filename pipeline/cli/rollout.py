@@ -1,5 +1,6 @@
 """`pipeline rollout pause|resume|rollback|promote`: people act on a release's rollout, with a reason on record
-(pipeline/rollout/actions.py has what each action does)."""
+(pipeline/rollout/actions.py has what each action does). `pipeline routing publish|history|rollback`: the
+routing table at the publish targets (pipeline/delivery/publish.py)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,23 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         _deliver_alerts(args, config, Warehouse(path, "rollout"))
     if args.routing_out:
         _write_routing(args, config, after)
+    if outcome == "stored" and config.publish.targets:
+        return _publish_stored(args, config, path, now)
     return Exit.OK
+
+
+def _publish_stored(args: argparse.Namespace, config: Any, path: Path, now: Any) -> int:
+    """A person's action reaches the phones at once: the release's stored decision to every publish target."""
+    from pipeline.delivery import publish
+    from pipeline.warehouse import db
+    from pipeline.warehouse.handle import Warehouse
+
+    with db.reading(path) as con:
+        decision = publish.stored_decision(con, args.release, config, now)
+    done = publish.publish(Warehouse(path, "rollout"), config, [decision]) if decision else []
+    for p in done:
+        print(p, file=sys.stderr if p.outcome == "failed" or args.json else sys.stdout)
+    return Exit.ERROR if any(p.outcome == "failed" for p in done) else Exit.OK
 
 
 def _check_gates(gates: list[str]) -> None:
@@ -123,11 +140,11 @@ def _show(args: argparse.Namespace, action: Any, outcome: str, states: dict[str,
 def _write_routing(args: argparse.Namespace, config: Any, states: dict[str, Any]) -> None:
     """The routing table with the action in it, from the gate's evaluation now (as `gate --routing-out`)."""
     from pipeline.cli.common import _evaluate, _warehouse
-    from pipeline.rollout.routing import write_routing_table
+    from pipeline.rollout.routing import routing_table, write_routing_table
 
     with _warehouse(args, config) as con:
         result = _evaluate(args, config, con)
-    write_routing_table(result, config, args.routing_out, states)
+    write_routing_table(routing_table(result.to_dict(), config, states), args.routing_out)
     print(f"wrote {args.routing_out}")
 
 
@@ -137,8 +154,9 @@ def add_commands(sub: Any) -> None:
                        description="People's actions on a rollout, stored with who, when, why, the scope and the "
                                    "state it moved from; shown by state, history, explain, the report and the "
                                    "alerts beside the gate's own view (docs/rollout.md \"Actions\"). The gate's "
-                                   "verdict and exit code never change. Exit status: 0 recorded (or already on "
-                                   "record), 2 usage error.")
+                                   "verdict and exit code never change. A stored action is published to the "
+                                   "config's publish.targets at once (docs/publishing.md). Exit status: 0 "
+                                   "recorded (or already on record), 2 usage error or the routes not published.")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, text in HELP.items():
         a = actions.add_parser(name, help=text, description=text)
@@ -159,3 +177,78 @@ def add_commands(sub: Any) -> None:
         _config_option(a)
         _as_of_option(a)
         a.set_defaults(func=cmd_rollout, until=None, gate=[])
+    add_routing_command(sub)
+
+
+def cmd_routing(args: argparse.Namespace) -> int:
+    from pipeline.common import clock
+    from pipeline.common.tables import rows_as
+    from pipeline.delivery import publish
+    from pipeline.delivery.alerts import deliver
+    from pipeline.rollout import actions
+    from pipeline.warehouse import db
+    from pipeline.warehouse.handle import Warehouse
+
+    config = _config(args)
+    wh = Warehouse(_db(args), "routing")
+    if args.step == "history":
+        columns, rows = publish.history(wh, config, args.release, args.target)
+        print(rows_as("json" if args.json else "table", columns, rows))
+        return Exit.OK
+    if args.step == "publish":
+        with db.reading(wh.path) as con:
+            decision = publish.stored_decision(con, args.release, config, clock.now(_as_of(args)))
+        if decision is None:
+            raise UsageError(f"release {args.release!r} has no stored evaluation; judge it first: pipeline gate "
+                             f"--release {args.release}")
+        done = publish.publish(wh, config, [decision], target=args.target, replace=args.replace,
+                               force=args.replace is not None, reason=" ".join((args.reason or "").split()),
+                               actor=args.actor or actions.default_actor())
+    else:
+        reason = " ".join((args.reason or "").split())
+        if not reason:
+            raise UsageError("--reason is required and must not be blank: it is what people read later")
+        done = publish.rollback(wh, config, args.release, args.to, reason, args.actor or actions.default_actor(),
+                                args.target)
+    if args.json:
+        _emit_json({"release": args.release, "published": [p.to_dict() for p in done]})
+    else:
+        for p in done:
+            print(p, file=sys.stderr if p.outcome == "failed" else sys.stdout)
+    if any(p.outcome == "failed" for p in done):
+        deliver(wh, config, out=sys.stderr if args.json else None)
+        return Exit.ERROR
+    return Exit.OK
+
+
+def add_routing_command(sub: Any) -> None:
+    p = sub.add_parser("routing", help="the routing table at the publish targets: publish it, list its versions, "
+                                       "go back to an earlier one",
+                       description="Where the apps read the routing table (publish.targets; docs/publishing.md). "
+                                   "The nightly job and `gate --routing-out` publish each decision; these "
+                                   "commands publish the stored decision again, list the versions, or put back "
+                                   "an earlier version with a reason on record. Exit status: 0 done, 2 not "
+                                   "published (another writer's version, the store unreachable) or usage error.")
+    steps = p.add_subparsers(dest="step", required=True, metavar="STEP")
+    texts = {"publish": "publish the release's stored decision where it is not yet (idempotent)",
+             "history": "every version of the release's routing object, with who published it and why",
+             "rollback": "re-publish an earlier version's bytes (--to VERSION) with a reason on record"}
+    for name, text in texts.items():
+        a = steps.add_parser(name, help=text, description=text)
+        a.add_argument("--release", required=True, help="the release, e.g. 4.12")
+        a.add_argument("--target", metavar="NAME", help="one publish target (default: every one)")
+        if name == "rollback":
+            a.add_argument("--to", required=True, metavar="VERSION", help="the version to put back "
+                                                                          "(`pipeline routing history` lists them)")
+        if name == "publish":
+            a.add_argument("--replace", metavar="VERSION", help="write over this version, which another writer "
+                                                                "made (the conflict error names it)")
+        if name != "history":
+            a.add_argument("--reason", required=name == "rollback", help="why, e.g. pagerduty:INC123")
+            a.add_argument("--actor", help="who acts (default: the CI's actor variable, else the login name)")
+        a.add_argument("--json", action="store_true", help="one JSON object (history: a JSON list)")
+        _db_option(a)
+        _config_option(a)
+        if name == "publish":
+            _as_of_option(a)
+        a.set_defaults(func=cmd_routing, replace=None, reason="", actor=None, as_of=None)

@@ -368,6 +368,37 @@ class LandingSettings:
                                                   "they are read and stored; a larger object is read alone")
 
 
+PUBLISH_KINDS = ("s3", "flagd")
+
+
+@dataclass(frozen=True)
+class PublishTarget:
+    """One place the routing table is published for the apps (pipeline/delivery/publish.py, docs/publishing.md).
+    Credentials never go here: boto3 finds them as for an s3:// landing."""
+    kind: str = setting(choices=PUBLISH_KINDS, help="s3: one object per release in a versioned bucket; flagd: a "
+                                                     "flagd flag file, one flag per release (OpenFeature)")
+    uri: str = _f("", help="s3: s3://bucket/prefix/; release R's table is the object <prefix>routing-R.json")
+    path: str = _f("", help="flagd: the flag file flagd or an in-process provider watches")
+    name: str = _f("", help="its name in outputs and `pipeline routing --target NAME` (default: its uri or path)")
+    cache_control: str = _f("max-age=60", help="the Cache-Control the object is served with: how long a phone "
+                                               "or CDN may keep a copy before asking again")
+    endpoint_url: str = _f("", help="an S3-compatible store's address; '' = AWS_ENDPOINT_URL_S3, else "
+                                    "AWS_ENDPOINT_URL, else AWS S3 itself")
+    region: str = _f("", help="the bucket's region; '' = AWS_REGION / AWS_DEFAULT_REGION or the profile's")
+
+    @property
+    def label(self) -> str:
+        return self.name or self.uri or self.path
+
+
+@dataclass(frozen=True)
+class Publish:
+    targets: tuple[PublishTarget, ...] = _f((), help="where each decision is published (none: only the files "
+                                                    "of --routing-out / --routing-dir)")
+    retry_seconds: float = _f(60.0, 0, 86_400, help="how long a write is retried on a 5xx, 429, timeout or "
+                                                    "dropped connection before the publish counts as failed")
+
+
 @dataclass(frozen=True)
 class ArchiveSettings:
     """How long rows stay in the DuckDB file before they move to the archive, a Delta Lake table other tools
@@ -428,6 +459,7 @@ class Config:
     engine: EngineSettings = EngineSettings()
     landing: LandingSettings = LandingSettings()
     archive: ArchiveSettings = ArchiveSettings()
+    publish: Publish = Publish()
     source: str = ""
     digest: str = ""
 
@@ -494,6 +526,18 @@ def _check_archive(config: Config) -> None:
                          f"needs at least {needed + horizon} days")
 
 
+def _check_publish(publish: Publish) -> None:
+    names: set[str] = set()
+    for i, target in enumerate(publish.targets):
+        if target.kind == "s3" and (not target.uri.startswith("s3://") or not target.uri[len("s3://"):].split("/")[0]):
+            raise ValueError(f"publish.targets[{i}].uri: {target.uri!r} is not s3://bucket/prefix/")
+        if target.kind == "flagd" and not target.path:
+            raise ValueError(f"publish.targets[{i}].path is required for a target of kind flagd")
+        if target.label in names:
+            raise ValueError(f"publish.targets[{i}]: a second target named {target.label!r}; give each a `name`")
+        names.add(target.label)
+
+
 def _task_overrides(overrides: Any, config: Config) -> dict[str, Gates]:
     if overrides is None:
         return {}
@@ -525,6 +569,7 @@ def load_config(path: Path | None = None) -> Config:
         _check_rollout(config)
         _check_sinks(config.alerts)
         _check_archive(config)
+        _check_publish(config.publish)
         per_task = _task_overrides(overrides, config)
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -37,6 +37,18 @@ def in_unit(value: float | None, unit: str, short: bool = False) -> str:
     return f"{value:.3g}"
 
 
+def seconds_text(seconds: float | None) -> str:
+    """A duration people read: 0.42 -> '0.4 s', 95 -> '1 min 35 s', 4000 -> '1 h 7 min'; None -> '?'."""
+    if seconds is None or math.isnan(seconds):
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
 def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 

@@ -73,7 +73,17 @@ def registry(con: Any) -> CollectorRegistry:
     if archive_bytes is not None:  # an archive on local disk
         families.append(GaugeMetricFamily(f"{PREFIX}_archive_bytes", "The archive's Delta tables on local disk",
                                           value=float(archive_bytes)))
-    reg.register(_Snapshot([*families, segments, alerts]))
+    publish_seconds = GaugeMetricFamily(f"{PREFIX}_routing_publish_seconds", "Seconds from a decision being stored "
+                                        "to its routing table being readable at the target, for the last "
+                                        "successful publish (docs/publishing.md)", labels=["release", "target"])
+    publish_failing = GaugeMetricFamily(f"{PREFIX}_routing_publish_failing", "1 when the last publish of the "
+                                        "release's routing table to the target failed, else 0",
+                                        labels=["release", "target"])
+    for release, target, seconds, failing in sqlfiles.run(con, "metrics/publishes").fetchall():
+        if seconds is not None:
+            publish_seconds.add_metric([release, target], seconds)
+        publish_failing.add_metric([release, target], 1 if failing else 0)
+    reg.register(_Snapshot([*families, segments, alerts, publish_seconds, publish_failing]))
     return reg
 
 

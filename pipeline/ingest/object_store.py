@@ -126,11 +126,12 @@ class S3Store:
     `fetchers`: connections kept for concurrent fetches."""
 
     def __init__(self, uri: BucketUri, endpoint_url: str = "", region: str = "", retry_seconds: float = 120.0,
-                 fetchers: int = 8, list_page: int = 1000):
+                 fetchers: int = 8, list_page: int = 1000, retry_setting: str = "landing.retry_seconds"):
         import boto3
         from botocore.config import Config as BotoConfig
 
         self.uri, self.retry_seconds, self.list_page = uri, retry_seconds, list_page
+        self.retry_setting = retry_setting
         endpoint = s3_endpoint(endpoint_url)
         config = BotoConfig(retries={"mode": "standard", "max_attempts": 1},  # retried here, within a deadline
                             connect_timeout=10, read_timeout=60, max_pool_connections=max(1, fetchers),
@@ -157,7 +158,7 @@ class S3Store:
                     raise BucketError(f"{what}: {_said(exc)}") from None
                 if time.monotonic() + wait > deadline:
                     raise BucketError(f"{what}: still failing after {tries} tries in {self.retry_seconds:g} s "
-                                      f"(landing.retry_seconds): {_said(exc)}") from None
+                                      f"({self.retry_setting}): {_said(exc)}") from None
                 time.sleep(wait)
                 wait = min(wait * 2, _BACKOFF_MAX_S)
 
@@ -202,3 +203,75 @@ class S3Store:
             return Fetched(key, size, str(answer.get("ETag", "")), answer.get("VersionId"), digest.hexdigest(), path)
 
         return self._retrying(self.uri.of(key), attempt)
+
+    def put(self, key: str, body: bytes, *, if_match: str | None, cache_control: str, content_type: str,
+            metadata: dict[str, str]) -> Written:
+        """Write `body` under `key` only if the object is still the one whose ETag is `if_match` (None: only if there
+        is no object yet), so two writers never overwrite each other unseen; Conflict names what is there now."""
+        from botocore import exceptions as bx
+
+        condition = {"IfMatch": if_match} if if_match else {"IfNoneMatch": "*"}
+
+        def attempt() -> Written:
+            try:
+                answer = self._client.put_object(Bucket=self.uri.bucket, Key=key, Body=body, CacheControl=cache_control,
+                                                 ContentType=content_type, Metadata=metadata, **condition)
+            except bx.ClientError as exc:
+                if _status_and_code(exc)[0] in (409, 412):  # 409: a concurrent conditional write won the race
+                    raise Conflict(self.head(key)) from None
+                raise
+            return Written(str(answer.get("ETag", "")), answer.get("VersionId"))
+
+        return self._retrying(self.uri.of(key), attempt)
+
+    def head(self, key: str, version_id: str | None = None) -> dict[str, Any] | None:
+        """The object's ETag, VersionId, LastModified, CacheControl and metadata; None when there is none."""
+        from botocore import exceptions as bx
+
+        def attempt() -> dict[str, Any] | None:
+            try:
+                return self._client.head_object(Bucket=self.uri.bucket, Key=key,
+                                                **({"VersionId": version_id} if version_id else {}))
+            except bx.ClientError as exc:
+                if _status_and_code(exc)[0] == 404 or _status_and_code(exc)[1] in ("NoSuchKey", "404"):
+                    return None
+                raise
+
+        return self._retrying(self.uri.of(key), attempt)
+
+    def read(self, key: str, version_id: str | None = None) -> bytes:
+        """The bytes of the object (of one version of it); BucketError when there is none."""
+        ask = {"Bucket": self.uri.bucket, "Key": key, **({"VersionId": version_id} if version_id else {})}
+        what = self.uri.of(key) + (f" version {version_id}" if version_id else "")
+        return self._retrying(what, lambda: self._client.get_object(**ask)["Body"].read())
+
+    def versions(self, key: str) -> list[dict[str, Any]]:
+        """Every kept version of `key`, newest first (VersionId, ETag, LastModified, IsLatest)."""
+        what = f"listing the versions of {self.uri.of(key)}"
+        found: list[dict[str, Any]] = []
+        ask: dict[str, Any] = {"Bucket": self.uri.bucket, "Prefix": key}
+        while True:
+            page = self._retrying(what, lambda ask=dict(ask): self._client.list_object_versions(**ask))
+            found += [v for v in page.get("Versions", []) if v["Key"] == key]
+            if not page.get("IsTruncated"):
+                return sorted(found, key=lambda v: v["LastModified"], reverse=True)
+            ask.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"])
+
+    def versioned(self) -> bool:
+        what = f"reading the versioning of s3://{self.uri.bucket}"
+        answer = self._retrying(what, lambda: self._client.get_bucket_versioning(Bucket=self.uri.bucket))
+        return answer.get("Status") == "Enabled"
+
+
+@dataclass(frozen=True)
+class Written:
+    etag: str
+    version_id: str | None
+
+
+class Conflict(Exception):
+    """A conditional write refused (HTTP 412/409): someone else's object is there. `now`: its head, or None."""
+
+    def __init__(self, now: dict[str, Any] | None):
+        super().__init__("conflict")
+        self.now = now

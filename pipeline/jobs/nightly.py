@@ -138,10 +138,19 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                                                                          window).fetchall()),
                            config, as_of=as_of, now=now, trigger="nightly",
                            routing_out=(lambda release: routing_dir / f"routing-{release}.json") if routing_dir
-                           else None)
+                           else None, publishing=True)
             results = [j.result for j in judged]
             run.verdicts.update((r.release, r.verdict) for r in results)
             _step(run, "gate", t, f"{counted(len(results), 'release')} judged", releases=len(results))
+            published = [p for j in judged for p in j.published]
+            if config.publish.targets:
+                outcomes = {o: sum(p.outcome == o for p in published) for o in ("published", "unchanged", "failed")}
+                run.steps["gate"]["text"] += "; routing " + ", ".join(f"{n} {o}" for o, n in outcomes.items())
+                run.steps["gate"]["publish"] = [p.to_dict() for p in published]
+                for p in published:
+                    if p.outcome != "unchanged":
+                        run.steps["gate"]["text"] += f"\n             {p}"
+            unpublished = [p for p in published if p.outcome == "failed"]
             if report_dir:
                 from pipeline.views.report import write_reports  # Altair: only when reports are asked for
 
@@ -167,6 +176,8 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             if delivery.pending:
                 raise TransientError(f"{len(delivery.pending)} alerts could not be delivered; "
                                      "they stay in the outbox for the next run")
+            if unpublished:  # the decision is stored: the next run publishes it
+                raise TransientError(f"routing not published: {'; '.join(p.error for p in unpublished)}")
             unsynced = [x for x in delivery.synced if x.error]
             if unsynced:  # as a webhook that stays down: the run failed, and the next one posts the whole state
                 raise TransientError("Alertmanager not kept in step: " + "; ".join(str(x) for x in unsynced))

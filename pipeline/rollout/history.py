@@ -61,6 +61,8 @@ class Recorded:
     stored: bool  # False: it waits in the pending file for the next writer
     warnings: list[str] = field(default_factory=list)
     states: dict[str, rollout_state.SegmentState] = field(default_factory=dict)  # of the release, after storing
+    evaluation_uid: str = ""
+    stored_at: datetime | None = None  # wall clock, UTC: when the decision took effect
 
     def __bool__(self) -> bool:
         return self.stored
@@ -79,7 +81,8 @@ def _store(con: Any, row: dict[str, Any], config: Config,
     evaluated_at = datetime.fromisoformat(row["evaluated_at"])
     inserted = sqlfiles.run(con, "gate/insert_evaluation", {
         **{k: v for k, v in row.items() if k in sqlfiles.param_names(sqlfiles.sql_file("gate/insert_evaluation"))},
-        "as_of": datetime.fromisoformat(row["as_of"]), "evaluated_at": evaluated_at}).fetchone()
+        "as_of": datetime.fromisoformat(row["as_of"]), "evaluated_at": evaluated_at,
+        "stored_at": db.utcnow()}).fetchone()
     if inserted is None:
         return None
     result = json.loads(row["result"])
@@ -166,7 +169,8 @@ def record_evaluation(warehouse: Warehouse | Path, result: Any, config: Config, 
         # never waits for another writer (the nightly): busy, the evaluation waits in the pending file
         with wh.writing(lock_wait=0) as con:
             states, warnings = _fold(con, wh.path, config, on_change, row)
-        return Recorded(True, warnings, states or {})
+            stored_at = sqlfiles.run(con, "gate/stored_at", {"evaluation_uid": row["evaluation_uid"]}).fetchone()[0]
+        return Recorded(True, warnings, states or {}, row["evaluation_uid"], stored_at)
     except DatabaseBusy:
         pending.append(wh.path, row)
         return Recorded(False)

@@ -31,35 +31,39 @@ from pipeline.rollout import state as rollout_state
 ROUTING_TABLE_VERSION = SCHEMA_VERSION  # `version`, the field the app reads, predates schema_version
 
 
-def routing_table(result: Any, config: Config, states: dict[str, Any] | None = None,
+def routing_table(result: dict[str, Any], config: Config, states: dict[str, Any] | None = None,
                   previous: Any = None) -> dict[str, Any]:
-    """`states`: the rollout states after this evaluation (rollout_state.preview / apply); without them the
-    release is treated as judged for the first time. `previous`: routing.previous_edge's fallback
-    (rollout/previous.py find()); a segment routed to it names its model_id."""
-    states = states if states is not None else rollout_state.fresh(result.to_dict(), config)
+    """`result`: a gate result as its JSON says it (GateResult.to_dict(), or as stored). `states`: the rollout
+    states after this evaluation (rollout_state.preview / apply); without them the release is treated as judged
+    for the first time. `previous`: routing.previous_edge's fallback (rollout/previous.py find()); a segment
+    routed to it names its model_id."""
+    states = states if states is not None else rollout_state.fresh(result, config)
+    cells = result.get("cells") or {}
     routes = []
-    for s in result.segments:
-        route, why, cause = rollout_state.route_for(s.key, states, config, previous)
-        entry = {"task": s.task, "device_tier": s.device_tier, "network_bucket": s.network_bucket,
-                 "route": route, "state": states[s.key].state if s.key in states else "ok", "reason": why,
+    for s in result["segments"]:
+        key = f"{s['task']}/{s['device_tier']}/{s['network_bucket']}"
+        route, why, cause = rollout_state.route_for(key, states, config, previous)
+        entry = {"task": s["task"], "device_tier": s["device_tier"], "network_bucket": s["network_bucket"],
+                 "route": route, "state": states[key].state if key in states else "ok", "reason": why,
                  "cause": cause}
         if route == PREVIOUS_EDGE:
             entry["model_id"], entry["previous_release"] = previous.model_id, previous.release
-        override = states[s.key].override if s.key in states else None
-        if rollout_state.forced(states.get(s.key)):  # a person's action sets this route, not the gate
+        override = states[key].override if key in states else None
+        if rollout_state.forced(states.get(key)):  # a person's action sets this route, not the gate
             entry["override"] = {k: override[k] for k in ("action", "actor", "reason", "taken_at", "until",
                                                           "action_id")}
-        if s.key in result.cells:
-            entry["cells"] = cell_routes(route, states.get(s.key), result.cells[s.key], states, config)
+        if key in cells.get("segments", {}):
+            entry["cells"] = cell_routes(route, states.get(key), cells["dimensions"], cells["segments"][key],
+                                         states, config)
         routes.append(entry)
-    return {"schema_version": SCHEMA_VERSION, "version": ROUTING_TABLE_VERSION, "release": result.release,
-            "verdict": result.verdict, "rollout": rollout_state.status(states).kind,
-            "derived_at": result.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "config_digest": result.config_digest,
+    return {"schema_version": SCHEMA_VERSION, "version": ROUTING_TABLE_VERSION, "release": result["release"],
+            "verdict": result["verdict"], "rollout": rollout_state.status(states).kind,
+            "derived_at": result["evaluated_at"], "config_digest": result["config"]["digest"],
             "default_route": Route.CLOUD, "routes": routes}
 
 
-def cell_routes(route: str, state: Any, verdicts: list[Any], states: dict[str, Any],
-                config: Config) -> list[dict[str, Any]]:
+def cell_routes(route: str, state: Any, dimensions: list[str], verdicts: list[dict[str, Any]],
+                states: dict[str, Any], config: Config) -> list[dict[str, Any]]:
     """The cells of one segment with their routes (module docstring)."""
     from pipeline.gate.cells import FAIL, PASS
     from pipeline.gate.drill import READS
@@ -68,22 +72,21 @@ def cell_routes(route: str, state: Any, verdicts: list[Any], states: dict[str, A
     failed = set(state.failed_gates) if state is not None else set()
     out = []
     for v in verdicts:
-        cell_route, why = route, f"as its segment: {v.reason}"
+        cell_route, why = route, f"as its segment: {v['reason']}"
         if whole:
             why = "as its segment: the release is rolled back as a whole"
-        elif v.status == FAIL:
-            checked = set(v.failed_gates) <= set(config.routing.cloud_check_catches)
+        elif v["status"] == FAIL:
+            checked = set(v["failed_gates"]) <= set(config.routing.cloud_check_catches)
             cell_route = Route.EDGE_WITH_CLOUD_CHECK.value if checked else Route.CLOUD.value
-            why = v.reason
-        elif v.status == PASS and (route == Route.EDGE or (failed and failed <= set(READS))):
-            cell_route, why = Route.EDGE.value, v.reason
-        out.append({**v.values, "devices": v.devices, "route": cell_route, "reason": why})
+            why = v["reason"]
+        elif v["status"] == PASS and (route == Route.EDGE or (failed and failed <= set(READS))):
+            cell_route, why = Route.EDGE.value, v["reason"]
+        out.append({**{d: v[d] for d in dimensions}, "devices": v["devices"], "route": cell_route, "reason": why})
     return out
 
 
-def write_routing_table(result: Any, config: Config, path: Path, states: dict[str, Any] | None = None,
-                        previous: Any = None) -> None:
+def write_routing_table(table: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(routing_table(result, config, states, previous), indent=2) + "\n")
+    tmp.write_text(json.dumps(table, indent=2) + "\n")
     tmp.replace(path)  # the app never reads a half-written table

@@ -482,6 +482,7 @@ class StateView:
     previous: Any = None  # rollout/previous.py: routing.previous_edge's fallback model
     snapshot: dict[str, Any] | None = None  # read from a snapshot while a writer held the warehouse
     actions: list[Any] = dataclasses.field(default_factory=list)  # people's actions on it (actions.Action)
+    published: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # views/render.last_published
 
     def _rows(self) -> list[dict[str, Any]]:
         routes = {k: route_for(k, self.states, self.config, self.previous) for k in self.states}
@@ -499,4 +500,5 @@ class StateView:
                 "headline": headline(st, st, self.config, routes(self.states, self.config, self.previous)),
                 "snapshot": self.snapshot,
                 "policy": dataclasses.asdict(self.config.rollout), "segments": self._rows(),
-                "actions": [a.to_dict() for a in self.actions]}
+                "actions": [a.to_dict() for a in self.actions],
+                "published": self.published}

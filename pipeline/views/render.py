@@ -34,7 +34,32 @@ def state_text(view: Any) -> str:
         rows_as("table", columns, rows),
         "looks: the last decisive looks, oldest first (F fail, P pass); `why` of a route quotes its state; "
         "\"override:\" is a person's action, not the gate's view",
-        *(["actions (oldest first):", *acts] if acts else [])])
+        *(["actions (oldest first):", *acts] if acts else []),
+        *[published_text(p) for p in d["published"]]])
+
+
+def last_published(con: Any, release: str) -> list[dict[str, Any]]:
+    """Per publish target, the release's last publish attempt (delivery/publish.py records them), times in UTC."""
+    from datetime import datetime
+
+    from pipeline.warehouse import sqlfiles
+
+    cur = sqlfiles.run(con, "publish/latest", {"release": release})
+    names = [d[0] for d in cur.description]
+    return [{k: v.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(v, datetime) else v
+             for k, v in zip(names, r, strict=True)} for r in cur.fetchall()]
+
+
+def published_text(p: dict[str, Any]) -> str:
+    """One publish target's last attempt (delivery/publish.last_published, as state --json has it)."""
+    from pipeline.common.units import seconds_text
+
+    if p["status"] == "failed":
+        last = f"; last published {p['last_published_at']}" if p["last_published_at"] else "; never published"
+        return f"routing NOT published to {p['target']} at {p['published_at']}: {p['error']}{last}"
+    what = "" if p["kind"] == "decision" else f" ({p['kind']})"
+    return (f"routing published to {p['target']}{what} at {p['published_at']}, {seconds_text(p['seconds'])} after "
+            f"the decision (version {p['version_id']})")
 
 
 def _was(previous: dict[str, Any]) -> str:

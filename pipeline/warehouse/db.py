@@ -348,12 +348,18 @@ def held_by_another(path: Path) -> bool:
     return False
 
 
-def _read_target(path: Path, raw: bool = False) -> tuple[Path, snapshots.Snapshot | None]:
+def _read_target(path: Path, raw: bool = False,
+                 prefer_snapshot: bool = False) -> tuple[Path, snapshots.Snapshot | None]:
     """The file a reader opens: the warehouse, or its newest snapshot while another process writes it; `raw`
-    (the reader needs raw rows, which snapshots do not hold): the warehouse, between the writer's steps."""
+    (the reader needs raw rows, which snapshots do not hold): the warehouse, between the writer's steps;
+    `prefer_snapshot` (a long-lived reader, pipeline serve): the newest snapshot whenever there is one, chosen
+    anew at each read, so the reader never holds the file a writer is about to open."""
     key = path.resolve()
     if raw:
         return path, None
+    if prefer_snapshot:
+        newest = snapshots.newest(path)
+        return (newest.path, newest) if newest else (path, None)
     if _pinned and key in _chosen:
         chosen = _chosen[key]
     else:
@@ -365,7 +371,7 @@ def _read_target(path: Path, raw: bool = False) -> tuple[Path, snapshots.Snapsho
 
 
 def connect_read(path: Path, sandbox: bool = False, wait: float | None = None,
-                 raw: bool = False) -> duckdb.DuckDBPyConnection:
+                 raw: bool = False, prefer_snapshot: bool = False) -> duckdb.DuckDBPyConnection:
     """A read-only connection. While another process holds the writer lock it reads the newest snapshot
     (pipeline/warehouse/snapshots.py), unless `raw` (it reads raw rows); otherwise, or with no snapshot yet, a
     busy file is retried for up to `wait` seconds (default: busy_timeout()). `sandbox` also cuts off files,
@@ -375,7 +381,7 @@ def connect_read(path: Path, sandbox: bool = False, wait: float | None = None,
     config = {"enable_external_access": False, "autoload_known_extensions": False,
               "autoinstall_known_extensions": False,
               "max_temp_directory_size": SANDBOX_TEMP_LIMIT} if sandbox else None
-    target, snapshot = _read_target(path, raw)
+    target, snapshot = _read_target(path, raw, prefer_snapshot)
     if snapshot is None:
         con = _open_waiting(path, read_only=True, config=config, wait=wait)
     else:
@@ -383,7 +389,7 @@ def connect_read(path: Path, sandbox: bool = False, wait: float | None = None,
             con = _open(target, read_only=True, config=config)
         except DatabaseError:  # removed by a newer publish between the listing and the opening
             _chosen.pop(path.resolve(), None)
-            target, _ = _read_target(path)
+            target, _ = _read_target(path, prefer_snapshot=prefer_snapshot)
             con = _open(target, read_only=True, config=config)
     if sandbox:
         con.execute("SET lock_configuration = true")
@@ -391,8 +397,9 @@ def connect_read(path: Path, sandbox: bool = False, wait: float | None = None,
 
 
 @contextmanager
-def reading(path: Path, sandbox: bool = False, raw: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = connect_read(path, sandbox=sandbox, raw=raw)
+def reading(path: Path, sandbox: bool = False, raw: bool = False,
+            prefer_snapshot: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = connect_read(path, sandbox=sandbox, raw=raw, prefer_snapshot=prefer_snapshot)
     try:
         yield con
     except BaseException:

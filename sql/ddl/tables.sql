@@ -157,3 +157,22 @@ CREATE TABLE IF NOT EXISTS archived_days (
     archived_at    TIMESTAMP NOT NULL,
     PRIMARY KEY (kind, release, day)
 );
+-- when an evaluation was stored (wall clock): the decision's time, from which publishing is timed; added later
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS stored_at TIMESTAMP;
+-- every publish of a routing table to a publish target (pipeline/delivery/publish.py), and every failure
+CREATE TABLE IF NOT EXISTS routing_publishes (
+    target         VARCHAR NOT NULL,      -- the target's name (publish.targets: its name, else its uri)
+    release        VARCHAR NOT NULL,
+    sha256         VARCHAR NOT NULL,      -- the table's content_sha256
+    evaluation_uid VARCHAR NOT NULL,
+    kind           VARCHAR NOT NULL,      -- decision | rollback | takeover
+    reason         VARCHAR NOT NULL,      -- a rollback's or takeover's reason ('' for a decision)
+    actor          VARCHAR NOT NULL,
+    decided_at     TIMESTAMP NOT NULL,    -- when the decision was stored
+    published_at   TIMESTAMP NOT NULL,    -- when it was readable (or the attempt failed)
+    seconds        DOUBLE,                -- published_at - decided_at
+    status         VARCHAR NOT NULL,      -- published | failed
+    etag           VARCHAR,               -- what the next write's If-Match names
+    version_id     VARCHAR,
+    error          VARCHAR
+);
