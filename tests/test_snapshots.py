@@ -73,7 +73,9 @@ def test_reads_during_an_ingest_and_a_nightly_never_wait_and_match_the_snapshot_
     for name, done, took in seen:
         code = GATE_CODES[verdict] if name == "gate" else 0
         assert done.returncode == code, (name, done.stderr)
-        assert took < idle[name] + 2, (name, took, idle[name])
+        # waiting would take up to the busy timeout (30 s); the margin is for a loaded 2-core machine, where two
+        # test workers, the writer and this reader share the cores (2.9 s against 0.8 s idle was seen)
+        assert took < 2 * idle[name] + 4, (name, took, idle[name])
     gates = [json.loads(done.stdout) for name, done, _ in held if name == "gate"]
     assert gates, "no gate call read a snapshot"
     from test_output_schema import _validator
