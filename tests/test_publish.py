@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DEMO_AS_OF, ROOT, SECRET, query, run_cli, s3_env
+from test_output_schema import _validator
 
 from pipeline.common.config import load_config
 from pipeline.delivery.publish import stored_decision
@@ -61,6 +62,7 @@ def test_publish_refuses_another_writer_lists_versions_and_rolls_back_to_the_ear
     doc = json.loads(body)
     assert got["CacheControl"] == "max-age=30" and got["ContentType"] == "application/json"
     assert doc["release"] == "4.12" and doc["verdict"] == "rollback_to_cloud" and len(doc["routes"]) == 36
+    _validator("routing").validate(doc)  # `pipeline schema routing` describes the published object too
     table = {k: v for k, v in doc.items() if k not in ("evaluation_uid", "content_sha256")}
     assert doc["content_sha256"] == hashlib.sha256(
         json.dumps(table, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
