@@ -10,7 +10,7 @@ only from the ones above it in this list (tests/test_layout.py holds the rule):
     rollout     the state a verdict changes: rollout state, routing files, the history of evaluations
     planning    admission of new tasks, the ledger and its estimates, backtests, the simulator
     views       terminal views, the HTML report and the notebook API (polars)
-    delivery    alerts: the outbox and its sinks
+    delivery    alerts (the outbox and its sinks), the routing table published, pipeline serve
     jobs        the nightly job and its scheduler
     cli         the `pipeline` command
 """
