@@ -183,6 +183,14 @@ def test_documents_answer_304_when_unchanged_and_controllers_read_the_verdict(wa
     assert "edge_pipeline_last_success_timestamp_seconds" in requests.get(f"{server}/metrics", headers=AUTH).text
 
 
+def test_a_port_in_use_is_a_usage_error_naming_it(warehouse, server):
+    port = server.rsplit(":", 1)[1]
+    done = run_cli("serve", "--db", str(warehouse[0]), "--port", port)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"pipeline serve: error: --host 127.0.0.1 --port {port}: cannot listen there: "
+                                   "Address already in use")
+
+
 def test_hostile_requests_get_a_4xx_and_nothing_else(server):
     flag = f"{server}/ofrep/v1/evaluate/flags/edge-route-4.12"
     assert requests.get(f"{server}/routing/4.12.json").status_code == 401

@@ -32,6 +32,7 @@ from typing import Any
 
 from pipeline.common import logs
 from pipeline.common.config import Config
+from pipeline.common.errors import UsageError
 from pipeline.common.vocabulary import Route as Destination
 from pipeline.common.vocabulary import Verdict
 from pipeline.delivery.openfeature import flag_key, ofrep_answer, release_of
@@ -226,8 +227,16 @@ def serve(db_path: Path, config: Config, host: str, port: int, refresh_seconds: 
           cache_seconds: int = 30) -> None:
     """Serve until SIGTERM or Ctrl-C (uvicorn handles both: it finishes the requests in flight)."""
     import signal
+    import socket
 
     import uvicorn
+
+    try:  # uvicorn would log the failure and exit 3, the gate's insufficient_data: said here, exit 2
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        said = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise UsageError(f"--host {host} --port {port}: cannot listen there: {said}") from None
 
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again to the handler it found:
     # this one, so a stop asked for exits 0 instead of dying by the signal
