@@ -122,6 +122,13 @@ def test_flagd_file_is_valid_against_flagds_published_schema(warehouse):
     jsonschema.Draft7Validator(schema, registry=registry).validate(flags)
     assert sorted(flags["flags"]) == ["edge-route-4.11", "edge-route-4.12"]
     assert flags["flags"]["edge-route-4.12"]["metadata"]["verdict"] == "rollback_to_cloud"
+    db_path, config, path = warehouse
+    for step in (("history",), ("rollback", "--to", "v1", "--reason", "r")):
+        done = run_cli("routing", *step, "--release", "4.12", "--target", str(path), "--db", str(db_path),
+                       "--config", str(config))
+        assert done.returncode == 2
+        assert done.stderr.startswith(f"pipeline routing: error: publish target {str(path)!r} (flagd) keeps no "
+                                      "versions"), done.stderr
 
 
 def test_every_client_resolves_every_context_as_the_routing_document_before_and_after_a_rollback(

@@ -140,7 +140,7 @@ def publish(wh: Warehouse, config: Config, decisions: list[Decision], *, target:
     """Each decision to each target (module docstring); `force`: written even when it is the last one
     published. Failures are recorded and raise one alert into the outbox; they are returned, never raised."""
     out = []
-    for t in target_named(config, target) if (target or config.publish.targets) else []:
+    for t in target_named(config, target) if target else config.publish.targets:
         for decision in decisions:
             out.append(_publish_one(wh, config, t, decision, kind, reason, actor, replace, force))
     failed = [p for p in out if p.outcome == "failed"]
@@ -281,7 +281,10 @@ def history(wh: Warehouse, config: Config, release: str, target: str | None = No
     rows = []
     for t in target_named(config, target):
         if t.kind != "s3":
-            continue  # a flagd file keeps no versions; routing_publishes has its writes
+            if target is not None:
+                raise UsageError(f"publish target {t.label!r} ({t.kind}) keeps no versions; its writes are rows of "
+                                 "routing_publishes (docs/publishing.md)")
+            continue
         store, key = store_of(t, config), key_of(t, release)
         with db.reading(wh.path) as con:
             ours = {r[0]: r[1:] for r in sqlfiles.run(con, "publish/history",
