@@ -215,6 +215,14 @@ def _db(args: argparse.Namespace) -> Path:
     return args.db or default_db_path()
 
 
+def _show_published(published: list[Any], json_out: bool = False) -> bool:
+    """Each routing publish's line (delivery/publish.Published): failures on stderr, and every line there when
+    stdout carries JSON; True when one failed."""
+    for p in published:
+        print(p, file=sys.stderr if json_out or p.outcome == "failed" else sys.stdout)
+    return any(p.outcome == "failed" for p in published)
+
+
 def _emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 

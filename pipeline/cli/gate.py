@@ -21,6 +21,7 @@ from pipeline.cli.common import (
     _format_option,
     _holdback_option,
     _require_release,
+    _show_published,
     _telemetry,
     _warehouse,
 )
@@ -70,8 +71,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
                         f"(pipeline state --release {result.release})")
                 width = terminal_width(sys.stdout)  # wrapped like the gate view above it, not cut
                 print(textwrap.fill(line, width, subsequent_indent="  ") if width else line)
-            for p in judged.published:
-                print(p, file=sys.stderr if p.outcome == "failed" or args.json else sys.stdout)
+            _show_published(judged.published, args.json)
             if not args.no_alerts:
                 _deliver_alerts(args, config, wh)
     if any(p.outcome == "failed" for p in judged.published):  # the decision is stored; the phones do not have it

@@ -17,6 +17,7 @@ from pipeline.cli.common import (
     _db,
     _db_option,
     _emit_json,
+    _show_published,
 )
 from pipeline.common.errors import UsageError
 from pipeline.common.exit_codes import Exit
@@ -103,9 +104,7 @@ def _publish_stored(args: argparse.Namespace, config: Any, path: Path, now: Any)
     with db.reading(path) as con:
         decision = publish.stored_decision(con, args.release, config, now)
     done = publish.publish(Warehouse(path, "rollout"), config, [decision]) if decision else []
-    for p in done:
-        print(p, file=sys.stderr if p.outcome == "failed" or args.json else sys.stdout)
-    return Exit.ERROR if any(p.outcome == "failed" for p in done) else Exit.OK
+    return Exit.ERROR if _show_published(done, args.json) else Exit.OK
 
 
 def _check_gates(gates: list[str]) -> None:
@@ -212,10 +211,10 @@ def cmd_routing(args: argparse.Namespace) -> int:
                                 args.target)
     if args.json:
         _emit_json({"release": args.release, "published": [p.to_dict() for p in done]})
+        failed = any(p.outcome == "failed" for p in done)
     else:
-        for p in done:
-            print(p, file=sys.stderr if p.outcome == "failed" else sys.stdout)
-    if any(p.outcome == "failed" for p in done):
+        failed = _show_published(done)
+    if failed:
         deliver(wh, config, out=sys.stderr if args.json else None)
         return Exit.ERROR
     return Exit.OK

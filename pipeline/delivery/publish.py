@@ -29,6 +29,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +59,11 @@ class Decision:
     def release(self) -> str:
         return str(self.table["release"])
 
-    @property
+    @cached_property  # read several times a publish (metadata, the conflict check, the record): hashed once
     def sha256(self) -> str:
         return hashlib.sha256(_canonical(self.table)).hexdigest()
 
-    @property
+    @cached_property
     def body(self) -> bytes:
         doc = {**self.table, "evaluation_uid": self.evaluation_uid, "content_sha256": self.sha256}
         return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
@@ -116,6 +117,17 @@ def target_named(config: Config, name: str | None) -> list[PublishTarget]:
     if not chosen:
         raise UsageError(f"no publish target named {name!r}; configured: {', '.join(t.label for t in targets)}")
     return chosen
+
+
+def _versioned_targets(config: Config, name: str | None) -> list[PublishTarget]:
+    """The targets that keep versions (s3) among those `name` picks; naming one that keeps none is a usage error."""
+    chosen = target_named(config, name)
+    other = [t for t in chosen if t.kind != "s3"]
+    if name is not None and other:
+        raise UsageError(f"publish target {other[0].label!r} ({other[0].kind}) keeps no versions; its writes are "
+                         "rows of routing_publishes, and an s3 target's versions are what rollback goes back to "
+                         "(docs/publishing.md)")
+    return [t for t in chosen if t.kind == "s3"]
 
 
 def stored_decision(con: Any, release: str, config: Config, now: datetime) -> Decision | None:
@@ -246,12 +258,7 @@ def rollback(wh: Warehouse, config: Config, release: str, version_id: str, reaso
              target: str | None = None) -> list[Published]:
     """Re-publish the bytes `version_id` held (each target that has it), with `reason` on record."""
     out = []
-    for t in target_named(config, target):
-        if t.kind != "s3":
-            if target is not None:
-                raise UsageError(f"publish target {t.label!r} ({t.kind}) keeps no versions to go back to; an s3 "
-                                 "target does")
-            continue
+    for t in _versioned_targets(config, target):
         store, key = store_of(t, config), key_of(t, release)
         uri = parse_uri(t.uri).of(key)
         if not store.versioned():
@@ -279,12 +286,7 @@ def history(wh: Warehouse, config: Config, release: str, target: str | None = No
     columns = ["target", "version_id", "written_at", "current", "kind", "reason", "actor", "evaluation_uid",
                "seconds", "sha256"]
     rows = []
-    for t in target_named(config, target):
-        if t.kind != "s3":
-            if target is not None:
-                raise UsageError(f"publish target {t.label!r} ({t.kind}) keeps no versions; its writes are rows of "
-                                 "routing_publishes (docs/publishing.md)")
-            continue
+    for t in _versioned_targets(config, target):
         store, key = store_of(t, config), key_of(t, release)
         with db.reading(wh.path) as con:
             ours = {r[0]: r[1:] for r in sqlfiles.run(con, "publish/history",

@@ -50,6 +50,7 @@ class Release:
     body: bytes  # the routing document, as publish writes it
     etag: str
     gate: bytes  # the stored gate result
+    gate_etag: str  # its own: two evaluations can make the same routing table
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,9 @@ def read_served(db_path: Path, config: Config) -> Served:
         for (release,) in sqlfiles.run(con, "rollout/evaluated_releases").fetchall():
             decision = stored_decision(con, release, config, now)
             if decision is not None:
-                releases[release] = Release(decision.table, decision.body, f'"{decision.sha256}"',
-                                            json.dumps(decision.result, indent=1).encode())
+                gate = json.dumps(decision.result, indent=1).encode()
+                releases[release] = Release(decision.table, decision.body, f'"{decision.sha256}"', gate,
+                                            f'"{hashlib.sha256(gate).hexdigest()}"')
         metrics = text(con)
     generation = hashlib.sha256("".join(sorted(r.etag for r in releases.values())).encode()).hexdigest()[:16]
     return Served(releases, metrics, generation)
@@ -150,7 +152,9 @@ def app(refresher: Refresher, cache_seconds: int = 30) -> Any:
 
     async def gate(request: Request) -> Response:
         found = release_or_404(request)
-        return found if isinstance(found, Response) else cached(request, found.gate, found.etag, "application/json")
+        if isinstance(found, Response):
+            return found
+        return cached(request, found.gate, found.gate_etag, "application/json")
 
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(refresher.served.metrics, media_type="text/plain; version=0.0.4")
