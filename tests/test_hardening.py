@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
-from conftest import ROOT, LocalHttp, counts, run_cli, run_process, valid_table, wait_until, write
+from conftest import ROOT, LocalHttp, counts, free_port, run_cli, run_process, valid_table, wait_until, write
 
 from pipeline.cli.main import HARD_STOP
 
@@ -336,6 +336,27 @@ def test_a_db_in_a_missing_folder_is_refused_and_init_creates_it(tmp_path, comma
     assert (again.returncode, again.stdout) == (0, f"{db_path} is already a warehouse; its tables are in place\n")
     done = run_cli("sql", "--db", str(db_path), "--format", "csv", "SELECT count(*) AS n FROM events")
     assert (done.returncode, done.stdout) == (0, "n\n0\n")
+
+
+def test_a_warehouse_of_an_older_version_is_named_to_readers_and_init_brings_it_up_to_date(tmp_path):
+    from pipeline.warehouse import snapshots
+
+    db_path, land = tmp_path / "t.duckdb", tmp_path / "land"
+    write(valid_table(200, seed=3), land / "a.parquet")
+    assert run_cli("ingest", "--db", str(db_path), str(land)).returncode == 0
+    with duckdb.connect(str(db_path)) as con:  # as an earlier version left it: a table missing, its own DDL
+        con.execute("DROP TABLE routing_publishes")
+        con.execute("UPDATE pipeline_ddl SET digest = 'an earlier version'")
+    snapshots.publish(db_path)  # and its snapshot, which `serve` prefers
+    said = (f"error: database {db_path} was written by another version of pipeline: its tables are not this "
+            f"version's; bring them up to date with: pipeline init --db {db_path}\n")
+    for command in (["metrics"], ["runs"], ["serve", "--port", str(free_port())]):
+        done = run_cli(*command, "--db", str(db_path))
+        assert (done.returncode, done.stderr) == (2, f"pipeline {command[0]}: {said}"), done.stderr
+    assert run_cli("init", "--db", str(db_path)).returncode == 0
+    assert run_cli("metrics", "--db", str(db_path)).returncode == 0
+    with duckdb.connect(str(snapshots.newest(db_path).path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM routing_publishes").fetchone() == (0,)
 
 
 # 9. webhook delivery: one deadline per run, Retry-After capped by it, no lock held on the network

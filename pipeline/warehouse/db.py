@@ -83,8 +83,11 @@ def init_warehouse(path: Path) -> bool:
     """Create the database (and its folders) with every table; False when it already existed."""
     existed = path.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with writer_lock(path, "init"), writing(path):
-        pass
+    with writer_lock(path, "init"):
+        with writing(path):
+            pass
+        if snapshots.newest(path):  # readers of snapshots made before an upgrade read the tables as they are now
+            snapshots.publish(path)
     return not existed
 
 
@@ -391,6 +394,14 @@ def connect_read(path: Path, sandbox: bool = False, wait: float | None = None,
             _chosen.pop(path.resolve(), None)
             target, _ = _read_target(path, prefer_snapshot=prefer_snapshot)
             con = _open(target, read_only=True, config=config)
+        if _applied_ddl(con) != _ddl()[1]:  # made before an upgrade: the file itself may be up to date
+            con.close()
+            _chosen[path.resolve()] = None
+            con = _open_waiting(path, read_only=True, config=config, wait=wait)
+    if _applied_ddl(con) != _ddl()[1]:
+        con.close()
+        raise DatabaseError(f"database {path} was written by another version of pipeline: its tables are not "
+                            f"this version's; bring them up to date with: pipeline init --db {path}")
     if sandbox:
         con.execute("SET lock_configuration = true")
     return con
