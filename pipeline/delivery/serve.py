@@ -38,6 +38,8 @@ from pipeline.common.vocabulary import Verdict
 from pipeline.delivery.openfeature import flag_key, ofrep_answer, release_of
 
 MAX_BODY = 16 * 1024  # an OFREP context is a few hundred bytes
+MAX_ANSWERS = 4096
+COMPACT = (",", ":")
 TOKEN_ENV = "PIPELINE_SERVE_TOKEN"
 # Flagger passes a webhook on 200-202 only: keep the edge 200, not enough data yet 425 (hold), anything else 409
 TOO_EARLY, ROLL_BACK = 425, 409
@@ -58,6 +60,15 @@ class Served:
     releases: dict[str, Release] = field(default_factory=dict)
     metrics: str = ""
     generation: str = ""  # changes whenever any document does: part of the bulk ETag
+    # OFREP answers by (flag key or None for bulk, request body): phones send a few distinct contexts, so most
+    # evaluations are a lookup; refreshed with the documents they were computed from
+    answers: dict[tuple[str | None, bytes], tuple[bytes, str]] = field(default_factory=dict)
+
+    def remember(self, key: tuple[str | None, bytes], answer: tuple[bytes, str]) -> tuple[bytes, str]:
+        if len(self.answers) >= MAX_ANSWERS:  # bounded against clients that vary the context on purpose
+            self.answers.clear()
+        self.answers[key] = answer
+        return answer
 
 
 def read_served(db_path: Path, config: Config) -> Served:
@@ -126,7 +137,7 @@ def app(refresher: Refresher, cache_seconds: int = 30) -> Any:
             return Response(status_code=304, headers=headers)
         return Response(body, media_type=media, headers=headers)
 
-    async def context_of(request: Request, key: str | None) -> dict[str, Any] | JSONResponse:
+    async def body_of(request: Request) -> bytes | JSONResponse:
         declared = request.headers.get("content-length")
         if declared and (not declared.isdigit() or int(declared) > MAX_BODY):
             return error(413, f"request body over {MAX_BODY} bytes")
@@ -135,6 +146,9 @@ def app(refresher: Refresher, cache_seconds: int = 30) -> Any:
             raw += chunk
             if len(raw) > MAX_BODY:
                 return error(413, f"request body over {MAX_BODY} bytes")
+        return raw
+
+    def context_of(raw: bytes, key: str | None) -> dict[str, Any] | JSONResponse:
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
@@ -145,6 +159,42 @@ def app(refresher: Refresher, cache_seconds: int = 30) -> Any:
             return JSONResponse({"key": key, "errorCode": "INVALID_CONTEXT",
                                  "errorDetails": "`context` must be a JSON object"}, status_code=400)
         return context
+
+    async def ofrep(request: Request, key: str | None) -> Response:
+        raw = await body_of(request)
+        if isinstance(raw, Response):
+            return raw
+        served = refresher.served
+        answer = served.answers.get((key, raw))
+        if answer is None:
+            context = context_of(raw, key)
+            if isinstance(context, Response):
+                return context
+            answer = evaluate(served, key, context)
+            if isinstance(answer, Response):
+                return answer
+            answer = served.remember((key, raw), answer)
+        body, etag = answer
+        if key is None:  # the bulk answer carries an ETag; a provider polling with it gets a 304
+            if request.headers.get("if-none-match") == etag:
+                return Response(status_code=304, headers={"ETag": etag})
+            return Response(body, media_type="application/json", headers={"ETag": etag})
+        return Response(body, media_type="application/json")
+
+    def evaluate(served: Served, key: str | None, context: dict[str, Any]) -> tuple[bytes, str] | Response:
+        """One flag's answer (`key`) or every release's (None), as JSON bytes and the bulk ETag."""
+        if key is None:
+            digest = hashlib.sha256(json.dumps(context, sort_keys=True, default=str).encode()
+                                    + served.generation.encode())
+            flags = [ofrep_answer(flag_key(r), served.releases[r].table, context) for r in sorted(served.releases)]
+            return json.dumps({"flags": flags}, separators=COMPACT).encode(), f'"{digest.hexdigest()[:32]}"'
+        release = release_of(key)
+        found = served.releases.get(release) if release else None
+        if found is None:
+            return JSONResponse({"key": key, "errorCode": "FLAG_NOT_FOUND",
+                                 "errorDetails": f"no flag {key!r}; flags are {flag_key('<release>')}"},
+                                status_code=404)
+        return json.dumps(ofrep_answer(key, found.table, context), separators=COMPACT).encode(), ""
 
     async def routing(request: Request) -> Response:
         found = release_or_404(request)
@@ -160,29 +210,10 @@ def app(refresher: Refresher, cache_seconds: int = 30) -> Any:
         return PlainTextResponse(refresher.served.metrics, media_type="text/plain; version=0.0.4")
 
     async def ofrep_one(request: Request) -> Response:
-        key = request.path_params["key"]
-        context = await context_of(request, key)
-        if isinstance(context, Response):
-            return context
-        release = release_of(key)
-        found = refresher.served.releases.get(release) if release else None
-        if found is None:
-            return JSONResponse({"key": key, "errorCode": "FLAG_NOT_FOUND",
-                                 "errorDetails": f"no flag {key!r}; flags are {flag_key('<release>')}"},
-                                status_code=404)
-        return JSONResponse(ofrep_answer(key, found.table, context))
+        return await ofrep(request, request.path_params["key"])
 
     async def ofrep_bulk(request: Request) -> Response:
-        context = await context_of(request, None)
-        if isinstance(context, Response):
-            return context
-        served = refresher.served
-        digest = hashlib.sha256(json.dumps(context, sort_keys=True, default=str).encode() + served.generation.encode())
-        etag = f'"{digest.hexdigest()[:32]}"'
-        if request.headers.get("if-none-match") == etag:
-            return Response(status_code=304, headers={"ETag": etag})
-        flags = [ofrep_answer(flag_key(r), served.releases[r].table, context) for r in sorted(served.releases)]
-        return JSONResponse({"flags": flags}, headers={"ETag": etag})
+        return await ofrep(request, None)
 
     def verdict(found: Release) -> dict[str, Any]:
         """healthy: the gate keeps the edge and the rollout is ok (nothing rolled back, suspect or held)."""
