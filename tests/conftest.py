@@ -303,6 +303,59 @@ def s3_endpoint() -> Iterator[str]:
     proc.wait()
 
 
+def _serving(proc: subprocess.Popen, port: int, name: str) -> None:
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"{name} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            return False
+
+    wait_until(up, 60, f"{name} listening")
+
+
+@pytest.fixture(scope="module")
+def gcs_endpoint() -> Iterator[str]:
+    """gcp-storage-emulator (the test extra), Google Cloud Storage's JSON API in memory on 127.0.0.1."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port",
+                             str(port), "--in-memory"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _serving(proc, port, "gcp-storage-emulator")
+    yield f"http://127.0.0.1:{port}"
+    proc.kill()
+    proc.wait()
+
+
+AZURITE = ROOT / ".tools" / "azurite" / "node_modules" / ".bin" / "azurite-blob"  # tests/system-packages puts it
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # published
+
+
+@pytest.fixture(scope="module")
+def azurite_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Azurite, Azure Blob's emulator, in memory on 127.0.0.1; the account's blob endpoint."""
+    if not AZURITE.exists():
+        why = "azurite is not installed (tests/system-packages install, which `make test` runs, puts it in .tools/)"
+        if PARTIAL:
+            pytest.skip(why)
+        pytest.fail(why, pytrace=False)
+    port = free_port()
+    where = tmp_path_factory.mktemp("azurite")
+    proc = subprocess.Popen([str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+                             "--skipApiVersionCheck", "--silent"], cwd=where,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _serving(proc, port, "Azurite")
+    yield f"http://127.0.0.1:{port}/devstoreaccount1"
+    proc.kill()
+    proc.wait()
+
+
+def azure_env(blob_endpoint: str) -> dict[str, str]:
+    return {"AZURE_STORAGE_CONNECTION_STRING": f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+                                               f"AccountKey={AZURITE_KEY};BlobEndpoint={blob_endpoint};"}
+
+
 def s3_env(endpoint: str) -> dict[str, str]:
     return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_ENDPOINT_URL_S3": endpoint, "AWS_EC2_METADATA_DISABLED": "true",

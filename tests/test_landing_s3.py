@@ -26,7 +26,8 @@ from conftest import ROOT, SECRET, counts, query, run_cli, s3_env, valid_table, 
 
 from pipeline.common.errors import BucketError
 from pipeline.ingest.from_bucket import listing_start
-from pipeline.ingest.object_store import S3Store, parse_uri
+from pipeline.ingest.object_store import parse_uri
+from pipeline.ingest.s3_store import S3Store
 
 AS_OF = "2026-12-02T12:00:00"
 SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
@@ -155,11 +156,11 @@ def test_listing_starts_a_day_before_the_date_folder_of_the_last_key(mark, start
     assert listing_start("up/", mark) == start
 
 
-def test_uris_other_than_s3_are_usage_errors_naming_what_is_read():
-    done = run_cli("ingest", "gs://bucket/up/", "--db", "/tmp/never-made.duckdb")
+def test_uris_no_store_reads_are_usage_errors_naming_what_is_read():
+    done = run_cli("ingest", "wasbs://c@a.blob.core.windows.net/up/", "--db", "/tmp/never-made.duckdb")
     assert done.returncode == 2
-    assert done.stderr.strip().endswith("gs://bucket/up/: gs:// landings are not read yet; s3:// (AWS S3 or an "
-                                        "S3-compatible store) is, and a local folder")
+    assert done.stderr.strip() == ("pipeline ingest: error: wasbs://c@a.blob.core.windows.net/up/: wasbs:// is not "
+                                   "read; give a local folder, s3://, gs:// or az://bucket/prefix")
     done = run_cli("nightly", "--landing", "s3:///up/", "--db", "/tmp/never-made.duckdb")
     assert done.returncode == 2
     assert "s3:///up/: no bucket named; e.g. s3://telemetry-landing/uploads/" in done.stderr

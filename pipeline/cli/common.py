@@ -124,10 +124,10 @@ def _check_landings(landings: list[Path | str], engine: str, folders_only: bool 
 
     for landing in landings:
         if isinstance(landing, str):
-            parse_uri(landing)
+            uri = parse_uri(landing)
             if engine == "spark":
-                raise UsageError(f"{landing}: the Spark engine reads local or Spark-readable paths; an s3:// "
-                                 "landing is read by the DuckDB engine (--engine duckdb)")
+                raise UsageError(f"{landing}: the Spark engine reads local or Spark-readable paths; an "
+                                 f"{uri.scheme}:// landing is read by the DuckDB engine (--engine duckdb)")
         elif folders_only and not landing.is_dir():
             raise UsageError(f"--landing {landing} is not a folder")
         elif not landing.exists():  # before the warehouse is opened: a mistyped path creates nothing

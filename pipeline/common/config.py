@@ -356,11 +356,14 @@ class EngineSettings:
 
 @dataclass(frozen=True)
 class LandingSettings:
-    """Where an s3:// landing's store is (pipeline/ingest/object_store.py). Credentials never go here: boto3 finds
-    them in the environment, AWS_PROFILE and ~/.aws, or the instance role."""
-    endpoint_url: str = _f("", help="an S3-compatible store's address (https://minio.example:9000); '' = "
-                                    "AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else AWS S3 itself")
-    region: str = _f("", help="the bucket's region; '' = AWS_REGION / AWS_DEFAULT_REGION or the profile's")
+    """Where a bucket landing's store is (pipeline/ingest/object_store.py, docs/landing.md). Credentials never go
+    here: each platform's SDK finds them (the AWS chain, Application Default Credentials, an Azure connection
+    string or DefaultAzureCredential)."""
+    endpoint_url: str = _f("", help="the store's address where it is not the platform's own: an S3-compatible "
+                                    "store (https://minio.example:9000), a GCS or Azure emulator; '' = "
+                                    "AWS_ENDPOINT_URL_S3 / STORAGE_EMULATOR_HOST / the connection string, else the "
+                                    "platform's")
+    region: str = _f("", help="s3://: the bucket's region; '' = AWS_REGION / AWS_DEFAULT_REGION or the profile's")
     retry_seconds: float = _f(120.0, 0, 86_400, help="how long a listing or a fetch is retried on a 5xx, 429, "
                                                        "timeout or dropped connection before the run fails")
     fetchers: int = _f(8, 1, 256, help="objects fetched at once")
@@ -368,16 +371,18 @@ class LandingSettings:
                                                   "they are read and stored; a larger object is read alone")
 
 
-PUBLISH_KINDS = ("s3", "flagd")
+BUCKET_KINDS = {"s3": "s3", "gcs": "gs", "azure": "az"}  # publish target kind: the scheme of its uri
+PUBLISH_KINDS = (*BUCKET_KINDS, "flagd")
 
 
 @dataclass(frozen=True)
 class PublishTarget:
     """One place the routing table is published for the apps (pipeline/delivery/publish.py, docs/publishing.md).
     Credentials never go here: boto3 finds them as for an s3:// landing."""
-    kind: str = setting(choices=PUBLISH_KINDS, help="s3: one object per release in a versioned bucket; flagd: a "
-                                                     "flagd flag file, one flag per release (OpenFeature)")
-    uri: str = _f("", help="s3: s3://bucket/prefix/; release R's table is the object <prefix>routing-R.json")
+    kind: str = setting(choices=PUBLISH_KINDS, help="s3, gcs, azure: one object per release in a versioned bucket; "
+                                                     "flagd: a flagd flag file, one flag per release (OpenFeature)")
+    uri: str = _f("", help="s3://bucket/prefix/, gs://bucket/prefix/ or az://container/prefix/; release R's table "
+                           "is the object <prefix>routing-R.json")
     path: str = _f("", help="flagd: the flag file flagd or an in-process provider watches")
     name: str = _f("", help="its name in outputs and `pipeline routing --target NAME` (default: its uri or path)")
     cache_control: str = _f("max-age=60", help="the Cache-Control the object is served with: how long a phone "
@@ -529,8 +534,9 @@ def _check_archive(config: Config) -> None:
 def _check_publish(publish: Publish) -> None:
     names: set[str] = set()
     for i, target in enumerate(publish.targets):
-        if target.kind == "s3" and (not target.uri.startswith("s3://") or not target.uri[len("s3://"):].split("/")[0]):
-            raise ValueError(f"publish.targets[{i}].uri: {target.uri!r} is not s3://bucket/prefix/")
+        scheme = BUCKET_KINDS.get(target.kind)
+        if scheme and (not target.uri.startswith(f"{scheme}://") or not target.uri[len(scheme) + 3:].split("/")[0]):
+            raise ValueError(f"publish.targets[{i}].uri: {target.uri!r} is not {scheme}://bucket/prefix/")
         if target.kind == "flagd" and not target.path:
             raise ValueError(f"publish.targets[{i}].path is required for a target of kind flagd")
         if target.label in names:

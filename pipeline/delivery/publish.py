@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.common import clock
-from pipeline.common.config import Config, PublishTarget
+from pipeline.common.config import BUCKET_KINDS, Config, PublishTarget
 from pipeline.common.errors import BucketError, UsageError
 from pipeline.common.units import seconds_text
 from pipeline.delivery.openfeature import write_flagd
-from pipeline.ingest.object_store import Conflict, S3Store, parse_uri
+from pipeline.ingest.object_store import Conflict, Store, parse_uri
+from pipeline.ingest.stores import open_store
 from pipeline.warehouse import db, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
@@ -102,9 +103,9 @@ def key_of(target: PublishTarget, release: str) -> str:
     return f"{prefix}{'/' if prefix and not prefix.endswith('/') else ''}routing-{release}.json"
 
 
-def store_of(target: PublishTarget, config: Config) -> S3Store:
-    return S3Store(parse_uri(target.uri), target.endpoint_url, target.region, config.publish.retry_seconds,
-                   fetchers=1, retry_setting="publish.retry_seconds")
+def store_of(target: PublishTarget, config: Config) -> Store:
+    return open_store(parse_uri(target.uri), target.endpoint_url, target.region, config.publish.retry_seconds,
+                      fetchers=1, retry_setting="publish.retry_seconds")
 
 
 def target_named(config: Config, name: str | None) -> list[PublishTarget]:
@@ -120,14 +121,15 @@ def target_named(config: Config, name: str | None) -> list[PublishTarget]:
 
 
 def _versioned_targets(config: Config, name: str | None) -> list[PublishTarget]:
-    """The targets that keep versions (s3) among those `name` picks; naming one that keeps none is a usage error."""
+    """The targets that keep versions (buckets) among those `name` picks; naming one that keeps none is a usage
+    error."""
     chosen = target_named(config, name)
-    other = [t for t in chosen if t.kind != "s3"]
+    other = [t for t in chosen if t.kind not in BUCKET_KINDS]
     if name is not None and other:
         raise UsageError(f"publish target {other[0].label!r} ({other[0].kind}) keeps no versions; its writes are "
-                         "rows of routing_publishes, and an s3 target's versions are what rollback goes back to "
+                         "rows of routing_publishes, and a bucket target's versions are what rollback goes back to "
                          "(docs/publishing.md)")
-    return [t for t in chosen if t.kind == "s3"]
+    return [t for t in chosen if t.kind in BUCKET_KINDS]
 
 
 def stored_decision(con: Any, release: str, config: Config, now: datetime) -> Decision | None:
@@ -175,7 +177,7 @@ def _publish_one(wh: Warehouse, config: Config, target: PublishTarget, decision:
             write_flagd(Path(target.path), decision.table, decision.sha256, decision.evaluation_uid)
             etag, version = decision.sha256, None
         else:
-            etag, version, kind = _put_s3(config, target, decision, kind, last_etag, replace)
+            etag, version, kind = _put_object(config, target, decision, kind, last_etag, replace)
     except (BucketError, UsageError, OSError) as exc:
         error = f"{target.path}: {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else str(exc)
         _record(wh, target, decision, kind, reason, actor, "failed", None, None, None, error)
@@ -190,7 +192,7 @@ def where(target: PublishTarget, release: str) -> str:
     return target.path if target.kind == "flagd" else parse_uri(target.uri).of(key_of(target, release))
 
 
-def _put_s3(config: Config, target: PublishTarget, decision: Decision, kind: str, last_etag: str | None,
+def _put_object(config: Config, target: PublishTarget, decision: Decision, kind: str, last_etag: str | None,
             replace: str | None) -> tuple[str, str | None, str]:
     """The conditional write of the module docstring, read back; (ETag, VersionId, kind) of what was written."""
     store, key = store_of(target, config), key_of(target, decision.release)

@@ -34,8 +34,9 @@ import pyarrow as pa
 from pipeline.common import stopping
 from pipeline.common.config import LandingSettings
 from pipeline.common.errors import BucketError
-from pipeline.ingest.object_store import BucketUri, Fetched, Listed, S3Store
+from pipeline.ingest.object_store import BucketUri, Fetched, Listed, Store
 from pipeline.ingest.results import FileResult, SourceListing
+from pipeline.ingest.stores import open_store
 from pipeline.warehouse import sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
@@ -87,7 +88,7 @@ def _known(wh: Warehouse, uri: BucketUri, objects: list[Listed]) -> set[str]:
             "etags": [o.etag for o in objects]}).fetchall()}
 
 
-def _chunks(store: S3Store, wh: Warehouse, summary: SourceListing, spool_bytes: int,
+def _chunks(store: Store, wh: Warehouse, summary: SourceListing, spool_bytes: int,
             most: int) -> Iterator[list[Listed]]:
     """The new Parquet objects of the listing, in chunks of at most `spool_bytes` or `most` objects."""
     prefix = store.uri.prefix
@@ -122,7 +123,7 @@ def _chunks(store: S3Store, wh: Warehouse, summary: SourceListing, spool_bytes: 
         yield chunk
 
 
-def _read_chunk(store: S3Store, pool: ThreadPoolExecutor, chunk: list[Listed], spool: Path, wh: Warehouse,
+def _read_chunk(store: Store, pool: ThreadPoolExecutor, chunk: list[Listed], spool: Path, wh: Warehouse,
                 read: Read, now: datetime) -> list[FileResult]:
     uri = store.uri
     paths = [spool / f"{i:06d}.parquet" for i in range(len(chunk))]
@@ -158,7 +159,7 @@ def _read_chunk(store: S3Store, pool: ThreadPoolExecutor, chunk: list[Listed], s
 def ingest_bucket(wh: Warehouse, uri: BucketUri, read: Read, chunk_files: int, settings: LandingSettings,
                   now: datetime, relist: bool = False) -> tuple[list[FileResult], SourceListing]:
     """The landing's new objects ingested (`read`: the ingest of at most `chunk_files` local copies, named by URI)."""
-    store = S3Store(uri, settings.endpoint_url, settings.region, settings.retry_seconds, settings.fetchers)
+    store = open_store(uri, settings.endpoint_url, settings.region, settings.retry_seconds, settings.fetchers)
     with wh.writing(publish=False) as con:
         mark = sqlfiles.run(con, "ingest/landing_mark", {"landing": str(uri)}).fetchone()
     summary = SourceListing(str(uri), "" if relist or mark is None else listing_start(uri.prefix, mark[0]))

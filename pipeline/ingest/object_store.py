@@ -1,36 +1,37 @@
-"""Object storage as a landing: listing and fetching the objects under `s3://bucket/prefix`.
+"""Object storage as a landing and a place to publish: the objects under `s3://bucket/prefix`,
+`gs://bucket/prefix` or `az://container/prefix`, one backend module per store behind one interface.
 
-Through boto3, the AWS SDK for Python, so credentials and endpoints are found the way every AWS tool finds
-them: the standard chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, the instance or
-container role), and for an S3-compatible store the endpoint from AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL.
-`landing.endpoint_url` and `landing.region` of the config name them in the file instead (never a secret).
+stores.open_store picks the backend of a URI:
+- s3_store.py: boto3, the AWS SDK (the AWS credential chain; AWS_ENDPOINT_URL_S3 for S3-compatible stores)
+- gcs_store.py: google-cloud-storage (Application Default Credentials; STORAGE_EMULATOR_HOST for an emulator)
+- azure_store.py: azure-storage-blob (AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT with
+  DefaultAzureCredential)
 
-Every request is retried on what is temporary (a 5xx such as 503 SlowDown, 429, a timeout, a dropped
-connection, a body cut short) with capped exponential backoff until `landing.retry_seconds` have passed
-since its first try; a listing page is asked for again with the same continuation token, an object is
-fetched again from its first byte. What is permanent (no such bucket, access denied, no credentials) fails
-at once, naming the bucket and key. An object deleted between its listing and its read is reported.
+Every request is retried on what is temporary (a 5xx, 429, a timeout, a dropped connection, a body cut short)
+with capped exponential backoff until `retry_seconds` have passed since its first try (the SDKs' own retries are
+off, so every store has the same budget); a listing page is asked for again, an object is fetched again from its
+first byte. What is permanent (no such bucket, access denied, no credentials) fails at once, naming the bucket
+and key. An object deleted between its listing and its read is reported (fetch returns None).
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline.common.config import s3_endpoint
 from pipeline.common.errors import BucketError, UsageError
 
-SCHEMES = ("s3://",)
-# gs:// and az:// are not read yet: named so the error says so instead of "no such file"
-_OTHER_SCHEMES = ("gs://", "gcs://", "az://", "abfs://", "abfss://", "wasb://", "wasbs://", "http://", "https://")
+STORES = {"s3": "AWS S3 or an S3-compatible store", "gs": "Google Cloud Storage", "az": "Azure Blob Storage"}
+SCHEMES = tuple(f"{s}://" for s in STORES)
+_ALIASES = {"gcs": "gs", "abfs": "az", "abfss": "az"}  # read as the scheme they name
+# named so the error says so instead of "no such file"
+_OTHER_SCHEMES = ("wasb://", "wasbs://", "http://", "https://")
 _BACKOFF_FIRST_S, _BACKOFF_MAX_S = 0.2, 5.0
-_CHUNK = 1 << 20  # bytes of an object's body held at a time
-_TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "Throttling", "ThrottlingException", "InternalError",
-                    "ServiceUnavailable", "RequestTimeTooSkewed"}
+CHUNK = 1 << 20  # bytes of an object's body held at a time
 T = TypeVar("T")
 
 
@@ -40,37 +41,45 @@ def is_uri(text: str | Path) -> bool:
 
 @dataclass(frozen=True)
 class BucketUri:
-    bucket: str
+    bucket: str  # a bucket, or an Azure container
     prefix: str  # "" for the whole bucket
+    scheme: str = "s3"
 
     @property
     def source(self) -> str:
-        return f"s3://{self.bucket}"
+        return f"{self.scheme}://{self.bucket}"
 
     def __str__(self) -> str:
-        return f"s3://{self.bucket}/{self.prefix}"
+        return f"{self.scheme}://{self.bucket}/{self.prefix}"
 
     def of(self, key: str) -> str:
-        return f"s3://{self.bucket}/{key}"
+        return f"{self.scheme}://{self.bucket}/{key}"
 
 
 def parse_uri(text: str) -> BucketUri:
-    """`s3://bucket/prefix` (the prefix may be empty); UsageError naming what is wrong."""
+    """`s3://bucket/prefix`, `gs://bucket/prefix` or `az://container/prefix` (the prefix may be empty; gcs://,
+    abfs:// and abfss:// are read as gs:// and az://); UsageError naming what is wrong."""
+    scheme, _, rest = text.partition("://")
+    scheme = _ALIASES.get(scheme, scheme)
     if text.startswith(_OTHER_SCHEMES):
-        scheme = text.split("://", 1)[0]
-        raise UsageError(f"{text}: {scheme}:// landings are not read yet; s3:// (AWS S3 or an S3-compatible "
-                         "store) is, and a local folder")
-    if not text.startswith(SCHEMES):
-        raise UsageError(f"{text}: not a landing this pipeline reads; give a local folder or s3://bucket/prefix")
-    bucket, _, prefix = text[len("s3://"):].partition("/")
+        raise UsageError(f"{text}: {text.split('://')[0]}:// is not read; give a local folder, s3://, gs:// or "
+                         "az://bucket/prefix")
+    if not rest or scheme not in STORES:
+        raise UsageError(f"{text}: not a landing this pipeline reads; give a local folder, s3://, gs:// or "
+                         "az://bucket/prefix")
+    if scheme == "az" and "@" in rest.split("/")[0]:  # abfs://container@account.dfs.core.windows.net/prefix
+        container, _, rest = rest.partition("@")
+        rest = container + "/" + rest.partition("/")[2]
+    bucket, _, prefix = rest.partition("/")
     if not bucket:
-        raise UsageError(f"{text}: no bucket named; e.g. s3://telemetry-landing/uploads/")
-    return BucketUri(bucket, prefix)
+        raise UsageError(f"{text}: no bucket named; e.g. {scheme}://telemetry-landing/uploads/")
+    return BucketUri(bucket, prefix, scheme)
 
 
 @dataclass(frozen=True)
 class Listed:
-    """An object as the listing shows it: its identity is (key, size, etag)."""
+    """An object as the listing shows it: its identity is (key, size, etag); for GCS the etag is the object's
+    generation, which changes whenever its bytes do."""
 
     key: str
     size: int
@@ -90,179 +99,6 @@ class Fetched:
     path: Path
 
 
-def _status_and_code(exc: Exception) -> tuple[int, str]:
-    response = getattr(exc, "response", None) or {}
-    return (int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0),
-            str(response.get("Error", {}).get("Code") or ""))
-
-
-def _transient(exc: Exception) -> bool:
-    from botocore import exceptions as bx
-
-    if isinstance(exc, bx.ClientError):
-        status, code = _status_and_code(exc)
-        return status >= 500 or status == 429 or code in _TRANSIENT_CODES
-    return isinstance(exc, (bx.EndpointConnectionError, bx.ConnectionClosedError, bx.ReadTimeoutError,
-                            bx.ConnectTimeoutError, bx.ResponseStreamingError, bx.IncompleteReadError,
-                            bx.HTTPClientError, _ShortBody))
-
-
-def _said(exc: Exception) -> str:
-    """What went wrong, in one line, without anything from the request's signature or credentials."""
-    status, code = _status_and_code(exc)
-    if code:
-        message = (getattr(exc, "response", None) or {}).get("Error", {}).get("Message") or ""
-        return f"{code}{f' (HTTP {status})' if status else ''}{f': {message}' if message else ''}"
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
-
-
-class _ShortBody(Exception):
-    """Fewer bytes arrived than the object's length: fetched again."""
-
-
-class S3Store:
-    """One bucket's objects. `retry_seconds`: how long a request is retried on what is temporary;
-    `fetchers`: connections kept for concurrent fetches."""
-
-    def __init__(self, uri: BucketUri, endpoint_url: str = "", region: str = "", retry_seconds: float = 120.0,
-                 fetchers: int = 8, list_page: int = 1000, retry_setting: str = "landing.retry_seconds"):
-        import boto3
-        from botocore.config import Config as BotoConfig
-
-        self.uri, self.retry_seconds, self.list_page = uri, retry_seconds, list_page
-        self.retry_setting = retry_setting
-        endpoint = s3_endpoint(endpoint_url)
-        config = BotoConfig(retries={"mode": "standard", "max_attempts": 1},  # retried here, within a deadline
-                            connect_timeout=10, read_timeout=60, max_pool_connections=max(1, fetchers),
-                            # an S3-compatible store at an address of its own rarely has per-bucket host names
-                            s3={"addressing_style": "path" if endpoint else "auto"})
-        self._client = boto3.session.Session().client("s3", endpoint_url=endpoint_url or None,
-                                                      region_name=region or None, config=config)
-
-    def _retrying(self, what: str, attempt: Callable[[], T]) -> T:
-        """`attempt()`, retried on what is temporary; BucketError naming `what` on anything else."""
-        from botocore import exceptions as bx
-
-        deadline = time.monotonic() + self.retry_seconds
-        wait, tries = _BACKOFF_FIRST_S, 0
-        while True:
-            tries += 1
-            try:
-                return attempt()
-            except (bx.BotoCoreError, bx.ClientError, _ShortBody) as exc:
-                if isinstance(exc, bx.NoCredentialsError):
-                    raise BucketError(f"{what}: no AWS credentials found (environment, AWS_PROFILE and ~/.aws, "
-                                      "or an instance role)") from None
-                if not _transient(exc):
-                    raise BucketError(f"{what}: {_said(exc)}") from None
-                if time.monotonic() + wait > deadline:
-                    raise BucketError(f"{what}: still failing after {tries} tries in {self.retry_seconds:g} s "
-                                      f"({self.retry_setting}): {_said(exc)}") from None
-                time.sleep(wait)
-                wait = min(wait * 2, _BACKOFF_MAX_S)
-
-    def pages(self, start_after: str = "") -> Iterator[list[Listed]]:
-        """The objects under the prefix in key order, a page at a time, from the first key after `start_after`."""
-        what = f"listing {self.uri}"
-        token = None
-        while True:
-            ask: dict[str, Any] = {"Bucket": self.uri.bucket, "Prefix": self.uri.prefix, "MaxKeys": self.list_page}
-            if token:
-                ask["ContinuationToken"] = token
-            elif start_after:
-                ask["StartAfter"] = start_after
-            page = self._retrying(what, lambda ask=ask: self._client.list_objects_v2(**ask))
-            yield [Listed(o["Key"], int(o["Size"]), str(o.get("ETag", ""))) for o in page.get("Contents", [])]
-            if not page.get("IsTruncated"):
-                return
-            token = page.get("NextContinuationToken")
-            if not token:
-                raise BucketError(f"{what}: the store said the listing goes on but gave no continuation token")
-
-    def fetch(self, key: str, path: Path) -> Fetched | None:
-        """The object's bytes written whole to `path` (from the first byte again after a failure), hashed on the
-        way; None when the object no longer exists."""
-        from botocore import exceptions as bx
-
-        def attempt() -> Fetched | None:
-            try:
-                answer = self._client.get_object(Bucket=self.uri.bucket, Key=key)
-            except bx.ClientError as exc:
-                if _status_and_code(exc)[1] in ("NoSuchKey", "404"):
-                    return None
-                raise
-            digest, size = hashlib.sha256(), 0
-            with path.open("wb") as out:
-                for chunk in answer["Body"].iter_chunks(_CHUNK):
-                    out.write(chunk)
-                    digest.update(chunk)
-                    size += len(chunk)
-            if size != int(answer["ContentLength"]):
-                raise _ShortBody(f"{size} of {answer['ContentLength']} bytes arrived")
-            return Fetched(key, size, str(answer.get("ETag", "")), answer.get("VersionId"), digest.hexdigest(), path)
-
-        return self._retrying(self.uri.of(key), attempt)
-
-    def put(self, key: str, body: bytes, *, if_match: str | None, cache_control: str, content_type: str,
-            metadata: dict[str, str]) -> Written:
-        """Write `body` under `key` only if the object is still the one whose ETag is `if_match` (None: only if there
-        is no object yet), so two writers never overwrite each other unseen; Conflict names what is there now."""
-        from botocore import exceptions as bx
-
-        condition = {"IfMatch": if_match} if if_match else {"IfNoneMatch": "*"}
-
-        def attempt() -> Written:
-            try:
-                answer = self._client.put_object(Bucket=self.uri.bucket, Key=key, Body=body, CacheControl=cache_control,
-                                                 ContentType=content_type, Metadata=metadata, **condition)
-            except bx.ClientError as exc:
-                if _status_and_code(exc)[0] in (409, 412):  # 409: a concurrent conditional write won the race
-                    raise Conflict(self.head(key)) from None
-                raise
-            return Written(str(answer.get("ETag", "")), answer.get("VersionId"))
-
-        return self._retrying(self.uri.of(key), attempt)
-
-    def head(self, key: str, version_id: str | None = None) -> dict[str, Any] | None:
-        """The object's ETag, VersionId, LastModified, CacheControl and metadata; None when there is none."""
-        from botocore import exceptions as bx
-
-        def attempt() -> dict[str, Any] | None:
-            try:
-                return self._client.head_object(Bucket=self.uri.bucket, Key=key,
-                                                **({"VersionId": version_id} if version_id else {}))
-            except bx.ClientError as exc:
-                if _status_and_code(exc)[0] == 404 or _status_and_code(exc)[1] in ("NoSuchKey", "404"):
-                    return None
-                raise
-
-        return self._retrying(self.uri.of(key), attempt)
-
-    def read(self, key: str, version_id: str | None = None) -> bytes:
-        """The bytes of the object (of one version of it); BucketError when there is none."""
-        ask = {"Bucket": self.uri.bucket, "Key": key, **({"VersionId": version_id} if version_id else {})}
-        what = self.uri.of(key) + (f" version {version_id}" if version_id else "")
-        return self._retrying(what, lambda: self._client.get_object(**ask)["Body"].read())
-
-    def versions(self, key: str) -> list[dict[str, Any]]:
-        """Every kept version of `key`, newest first (VersionId, ETag, LastModified, IsLatest)."""
-        what = f"listing the versions of {self.uri.of(key)}"
-        found: list[dict[str, Any]] = []
-        ask: dict[str, Any] = {"Bucket": self.uri.bucket, "Prefix": key}
-        while True:
-            page = self._retrying(what, lambda ask=dict(ask): self._client.list_object_versions(**ask))
-            found += [v for v in page.get("Versions", []) if v["Key"] == key]
-            if not page.get("IsTruncated"):
-                return sorted(found, key=lambda v: v["LastModified"], reverse=True)
-            ask.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"])
-
-    def versioned(self) -> bool:
-        what = f"reading the versioning of s3://{self.uri.bucket}"
-        answer = self._retrying(what, lambda: self._client.get_bucket_versioning(Bucket=self.uri.bucket))
-        return answer.get("Status") == "Enabled"
-
-
 @dataclass(frozen=True)
 class Written:
     etag: str
@@ -275,3 +111,92 @@ class Conflict(Exception):
     def __init__(self, now: dict[str, Any] | None):
         super().__init__("conflict")
         self.now = now
+
+
+class ShortBody(Exception):
+    """Fewer bytes arrived than the object's length: fetched again."""
+
+
+class Store:
+    """One bucket's (container's) objects. A backend says which of its errors are temporary (`_transient`), how
+    to word one (`_said`) and which mean no credentials (`_no_credentials`, with where they are looked for)."""
+
+    credentials_hint = "no credentials found"  # and where they are looked for
+
+    def __init__(self, uri: BucketUri, retry_seconds: float, retry_setting: str):
+        self.uri, self.retry_seconds, self.retry_setting = uri, retry_seconds, retry_setting
+
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    def _transient(self, exc: BaseException) -> bool:
+        raise NotImplementedError
+
+    def _no_credentials(self, exc: BaseException) -> bool:
+        return False
+
+    def _said(self, exc: BaseException) -> str:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
+
+    def _retrying(self, what: str, attempt: Callable[[], T]) -> T:
+        """`attempt()`, retried on what is temporary; BucketError naming `what` on anything else."""
+        deadline = time.monotonic() + self.retry_seconds
+        wait, tries = _BACKOFF_FIRST_S, 0
+        while True:
+            tries += 1
+            try:
+                return attempt()
+            except (*self._errors(), ShortBody) as exc:
+                if self._no_credentials(exc):
+                    raise BucketError(f"{what}: {self.credentials_hint}") from None
+                if not isinstance(exc, ShortBody) and not self._transient(exc):
+                    raise BucketError(f"{what}: {self._said(exc)}") from None
+                if time.monotonic() + wait > deadline:
+                    raise BucketError(f"{what}: still failing after {tries} tries in {self.retry_seconds:g} s "
+                                      f"({self.retry_setting}): {self._said(exc)}") from None
+                time.sleep(wait)
+                wait = min(wait * 2, _BACKOFF_MAX_S)
+
+    def pages(self, start_after: str = "") -> Iterator[list[Listed]]:
+        """The objects under the prefix in key order, a page at a time, from the first key after `start_after`."""
+        raise NotImplementedError
+
+    def fetch(self, key: str, path: Path) -> Fetched | None:
+        """The object's bytes written whole to `path` (from the first byte again after a failure), hashed on the
+        way; None when the object no longer exists."""
+        raise NotImplementedError
+
+    def put(self, key: str, body: bytes, *, if_match: str | None, cache_control: str, content_type: str,
+            metadata: dict[str, str]) -> Written:
+        """Write `body` under `key` only if the object is still the one whose ETag is `if_match` (None: only if
+        there is no object yet), so two writers never overwrite each other unseen; Conflict names what is there."""
+        raise NotImplementedError
+
+    def head(self, key: str, version_id: str | None = None) -> dict[str, Any] | None:
+        """ETag, VersionId, LastModified, CacheControl and Metadata of the object (S3's names); None if absent."""
+        raise NotImplementedError
+
+    def read(self, key: str, version_id: str | None = None) -> bytes:
+        raise NotImplementedError
+
+    def versions(self, key: str) -> list[dict[str, Any]]:
+        """Every kept version of `key`, newest first (VersionId, ETag, LastModified, IsLatest)."""
+        raise NotImplementedError
+
+    def versioned(self) -> bool:
+        raise NotImplementedError
+
+
+def write_whole(chunks: Iterable[bytes], path: Path, expected: int) -> tuple[str, int]:
+    """`chunks` written to `path`, hashed on the way: (sha256, size); ShortBody when fewer than `expected` bytes
+    came."""
+    digest, size = hashlib.sha256(), 0
+    with path.open("wb") as out:
+        for chunk in chunks:
+            out.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+    if size != expected:
+        raise ShortBody(f"{size} of {expected} bytes arrived")
+    return digest.hexdigest(), size
