@@ -232,6 +232,16 @@ def test_an_archive_under_s3_on_moto(warehouse, s3_endpoint, monkeypatch, tmp_pa
     assert sorted(map(tuple, after)) == [(r, d.isoformat(), n, h) for r, d, n, h in before]
 
 
+@pytest.mark.parametrize("location", ["gs://archive/telemetry", "az://archive/telemetry"])
+def test_an_archive_on_a_store_delta_rs_is_not_tested_on_is_refused_naming_the_key(tmp_path, location):
+    config = _config(tmp_path, location=location)
+    done = run_cli("archive", "--db", str(tmp_path / "t.duckdb"), "--config", str(config))
+    assert done.returncode == 2
+    assert done.stderr == (f"pipeline archive: error: {config}: archive.location: {location!r}: the archive is a "
+                           "folder or s3://bucket/prefix; gs:// and az:// archives are not supported yet "
+                           "(docs/archive.md)\n")
+
+
 def _differences(db: Path) -> dict[str, tuple[int, int]]:
     """Per table: rows of the warehouse missing from its newest snapshot and rows of the snapshot it lacks."""
     (snapshot,) = sorted(Path(f"{db}.snapshots").glob("*.duckdb"))[-1:]

@@ -524,6 +524,9 @@ def _check_archive(config: Config) -> None:
     if a.raw_events_days < needed:
         raise ValueError(f"archive.raw_events_days ({a.raw_events_days}) is shorter than the gate reads: "
                          f"window_days ({config.window_days}){lag} needs at least {needed} days")
+    if "://" in a.location and not a.location.startswith("s3://"):  # delta-rs is tested on S3 and local disk only
+        raise ValueError(f"archive.location: {a.location!r}: the archive is a folder or s3://bucket/prefix; gs:// and "
+                         "az:// archives are not supported yet (docs/archive.md)")
     horizon = int(-(-config.gates.retention.horizon_days // 1))
     if a.device_day_days < needed + horizon:
         raise ValueError(f"archive.device_day_days ({a.device_day_days}) is shorter than the gate reads: "
