@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -95,6 +96,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--clients", type=int, default=200)
     ap.add_argument("--rate", type=float, default=0, help="requests a second in all (default 0: as fast as answered)")
+    ap.add_argument("--pin", action="store_true", help="the server on core 0, the clients on core 1 (as when the "
+                                                        "apps are elsewhere: the load generator takes no CPU of the "
+                                                        "server's)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -104,8 +108,11 @@ def main() -> None:
         db = folder / "telemetry.duckdb"
         hand = by_hand(db, 300)
         port = free_port()
+        if args.pin:
+            os.sched_setaffinity(0, {1})
         server = subprocess.Popen([sys.executable, "-m", "pipeline", "serve", "--db", str(db), "--port", str(port)],
-                                  cwd=folder, stdout=subprocess.PIPE, text=True)
+                                  cwd=folder, stdout=subprocess.PIPE, text=True,
+                                  preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if args.pin else None)
         try:
             server.stdout.readline()
             url = f"http://127.0.0.1:{port}"
@@ -116,7 +123,8 @@ def main() -> None:
             server.wait()
     hand_p50 = statistics.median(hand)
     total = sum(len(t) for t, _ in results.values())
-    print(f"pipeline serve, {args.clients} clients for {args.seconds:g} s while a writer holds the warehouse: "
+    pinned = " (server on core 0, clients on core 1)" if args.pin else ""
+    print(f"pipeline serve{pinned}, {args.clients} clients for {args.seconds:g} s while a writer holds the warehouse: "
           f"{total / args.seconds:,.0f} requests/s")
     heads = ("answered", "errors", "p50 ms", "p99 ms", "max ms", "p99 / DuckDB p50")
     print(f"{'path':<9} " + " ".join(f"{h:>{w}}" for h, w in zip(heads, (9, 7, 8, 8, 8, 17), strict=True)))
