@@ -328,3 +328,17 @@ def test_publish_writes_each_store_conditionally_and_a_second_writer_is_refused(
     assert (f"{landing.uri(key)}: not published: another writer changed it since this warehouse's last write"
             in refused.stderr), refused.stderr
     assert landing.get(key)[0] == b'{"routes": []}'
+
+
+@pytest.mark.parametrize(("uri", "env", "said"), [
+    ("gs://landing/up/", {"GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent", "STORAGE_EMULATOR_HOST": ""},
+     "listing gs://landing/up/: no Google credentials found (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth "
+     "application-default login`, or the metadata server)"),
+    ("az://landing/up/", {"AZURE_STORAGE_CONNECTION_STRING": "", "AZURE_STORAGE_ACCOUNT": ""},
+     "az://landing/up/: no Azure credentials found (AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT with a "
+     "service principal's AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET, a managed identity or `az login`)"),
+])
+def test_no_credentials_is_one_line_saying_where_they_are_looked_for(uri, env, said, tmp_path):
+    done = run_cli("ingest", uri, "--db", str(tmp_path / "t.duckdb"), env=env)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == f"pipeline ingest: error: {said}"
