@@ -18,11 +18,12 @@ import pytest
 from conftest import run_cli
 
 from pipeline.common.config import load_config
-from pipeline.gate import evaluate as G
 from pipeline.gate import stats
 from pipeline.gate.decide import _test_outcomes, budget_split
 from pipeline.gate.evaluate import evaluate_gate
+from pipeline.gate.measure import shown_or_open
 from pipeline.gate.result import GateCheck
+from pipeline.gate.result import Test as HypothesisTest
 from pipeline.planning.backtest import Sweep, merge, run_sweep
 from pipeline.planning.simulate import Population, generate
 from pipeline.warehouse import db
@@ -112,8 +113,9 @@ def test_a_chatty_device_cannot_roll_back_and_only_requests_are_misled_by_it(db_
 
 
 def _checks(primary_p: float, segment_ps: list[float]) -> list[GateCheck]:
-    out = [GateCheck("quality_loss", "enforce", release_wide=True, tests={"": G.Test(primary_p, "prove_harm", "")})]
-    out += [GateCheck("quality_loss", "enforce", tests={"": G.Test(p, "prove_harm", "")}) for p in segment_ps]
+    out = [GateCheck("quality_loss", "enforce", release_wide=True,
+                     tests={"": HypothesisTest(primary_p, "prove_harm", "")})]
+    out += [GateCheck("quality_loss", "enforce", tests={"": HypothesisTest(p, "prove_harm", "")}) for p in segment_ps]
     return out
 
 
@@ -138,7 +140,7 @@ def test_gatekeeping_passes_the_release_wide_alpha_to_the_segments():
 
 
 def test_gates_without_a_release_wide_check_keep_holm_over_segments():
-    checks = [GateCheck("inference_duration", "enforce", tests={"": G.Test(p, "prove_harm", "")})
+    checks = [GateCheck("inference_duration", "enforce", tests={"": HypothesisTest(p, "prove_harm", "")})
               for p in (0.001, 0.002, 0.9)]
     a = budget_split(CONFIG)[("inference_duration", "")]
     out = _test_outcomes(checks, CONFIG)
@@ -294,6 +296,6 @@ def test_a_bound_past_what_a_float_holds_is_open_not_a_crash():
     """A weak-network segment with a huge variance: exp() of its upper bound overflowed and killed the
     evaluation (seen in a seed sweep); the bound is open instead."""
     shown = lambda x: 9000 * math.exp(x)  # noqa: E731
-    assert G._shown_or_open(shown, 900.0) is None
-    assert G._shown_or_open(shown, -900.0) == 0.0
-    assert G._shown_or_open(shown, 0.0) == 9000.0
+    assert shown_or_open(shown, 900.0) is None
+    assert shown_or_open(shown, -900.0) == 0.0
+    assert shown_or_open(shown, 0.0) == 9000.0

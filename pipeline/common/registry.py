@@ -1,6 +1,6 @@
 """The one list of gates. Config validation, evaluation, the terminal table, the
 HTML report, routing and alerts read their gate names, labels and units here;
-adding a gate means adding it here, to its SQL, its measurement in gate/evaluate.py and
+adding a gate means adding it here, to its SQL, its measurement in its family's module of gate/ (measure.py) and
 its test.
 
 kind:
