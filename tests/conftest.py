@@ -281,28 +281,6 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 SECRET = "s3cr3t-never-printed"  # the moto server's secret key: no output may show it
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """moto's S3 server (`moto[server]`, the test extra) on a free port of 127.0.0.1, for one test module."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"moto's server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            return False
-
-    wait_until(up, 60, "moto's S3 server listening")
-    yield f"http://127.0.0.1:{port}"
-    proc.kill()
-    proc.wait()
-
-
 def _serving(proc: subprocess.Popen, port: int, name: str) -> None:
     def up() -> bool:
         if proc.poll() is not None:
@@ -314,6 +292,18 @@ def _serving(proc: subprocess.Popen, port: int, name: str) -> None:
             return False
 
     wait_until(up, 60, f"{name} listening")
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3 server (`moto[server]`, the test extra) on a free port of 127.0.0.1, for one test module."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _serving(proc, port, "moto's S3 server")
+    yield f"http://127.0.0.1:{port}"
+    proc.kill()
+    proc.wait()
 
 
 @pytest.fixture(scope="module")

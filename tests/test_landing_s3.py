@@ -6,13 +6,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from boto3.s3.transfer import TransferConfig
-from conftest import ROOT, SECRET, counts, query, run_cli, s3_env, valid_table, wait_until, with_values
+from conftest import ROOT, SECRET, counts, query, run_cli, s3_env, valid_table, with_values
 
 from pipeline.common.errors import BucketError
 from pipeline.ingest.from_bucket import listing_start
@@ -421,39 +416,6 @@ def test_nightly_reads_a_bucket_landing(s3, bucket, s3_endpoint, tmp_path):
                    "2026-12-01").returncode == 0
     assert query(db, "SELECT count(*), sum(total_ms) FROM events") == query(local, "SELECT count(*), sum(total_ms) "
                                                                                    "FROM events")
-
-
-def test_a_stop_while_fetching_stores_nothing_of_the_chunk_and_the_rerun_is_exact(s3, bucket, s3_endpoint,
-                                                                                  tmp_path):
-    for i in range(24):
-        put(s3, bucket, f"up/dt=2026-12-01/f{i:02d}.parquet", valid_table(10, seed=50 + i), tmp_path)
-    fetching = threading.Event()
-
-    def slow_gets(method: str, path: str) -> object:
-        if _is_object_get(method, path):
-            fetching.set()
-            return lambda: time.sleep(0.5)
-        return None
-
-    proxy = S3Proxy(s3_endpoint, slow_gets)
-    db = tmp_path / "t.duckdb"
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", f"s3://{bucket}/up/", "--db", str(db)],
-                                cwd=ROOT, env={**os.environ, **s3_env(s3_endpoint), "AWS_ENDPOINT_URL_S3": proxy.url},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_until(fetching.is_set, 120, "the first object fetched")
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proxy.close()
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines()[-1] == ("pipeline ingest: stopped by a signal after the last whole file; run it "
-                                            "again to finish")
-    assert sum(_is_object_get(*r) for r in proxy.requests) < 24  # the fetches not begun were never asked for
-    assert query(db, "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM landed_objects)") == [(0, 0)]
-    again = ingest_json(f"s3://{bucket}/up/", db, s3_endpoint)
-    assert (again["loaded_files"], again["accepted"]) == (24, 240)
-    assert counts(db)["events"] == counts(db)["distinct_ids"] == 240
 
 
 def test_the_ingest_schema_lists_every_file_status():

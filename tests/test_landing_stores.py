@@ -264,6 +264,9 @@ def test_sigterm_while_fetching_stores_nothing_of_the_chunk_and_the_rerun_is_exa
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == ("pipeline ingest: stopped by a signal after the last whole file; run it "
                                             "again to finish")
+    asked = {path.split("?")[0].rsplit("/", 1)[-1] for method, path in proxy.requests
+             if landing.is_object_get(method, path)}
+    assert len(asked) < 12  # the fetches not begun were never asked for
     assert query(db, "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM landed_objects)") == [(0, 0)]
     again = ingest_json(landing, db)
     assert (again["loaded_files"], again["accepted"]) == (12, 120)

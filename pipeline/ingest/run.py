@@ -334,14 +334,14 @@ class Ingestor:
         con.execute(reading.stage_table_sql(self.schema))
         firsts = list(accumulate((c.rows for _, c in pending), initial=0))[:-1]
         try:  # all files in one statement (DuckDB reads them in parallel); on an error, one by one
-            self._insert(con, pending, firsts)
+            _insert(con, pending, firsts)
             return [(i, c, first) for (i, c), first in zip(pending, firsts, strict=True)]
         except duckdb.Error:
             pass
         staged, first = [], 0
         for index, checked in pending:
             try:
-                self._insert(con, [(index, checked)], [first])
+                _insert(con, [(index, checked)], [first])
             except _NOT_THE_FILE:
                 raise
             except duckdb.Error as exc:
@@ -350,22 +350,6 @@ class Ingestor:
             staged.append((index, checked, first))
             first += checked.rows
         return staged
-
-    @staticmethod
-    def _insert(con: duckdb.DuckDBPyConnection, files: list[tuple[int, reading.Checked]], firsts: list[int]) -> None:
-        """Stage these (index, file)s, their rows numbered from their `firsts`; files laid out alike are
-        read by one read_parquet."""
-        with reading.readable_paths([c.path for _, c in files]) as paths:
-            groups: dict[str, list[int]] = {}
-            for i, (_, checked) in enumerate(files):
-                groups.setdefault(checked.layout, []).append(i)
-            params: dict[str, Any] = {}
-            for n, members in enumerate(groups.values()):
-                params |= {f"path_{n}": [paths[i] for i in members], f"first_{n}": [firsts[i] for i in members],
-                           f"file_{n}": [files[i][0] for i in members]}
-            selects = " UNION ALL ".join(reading.select_sql(files[members[0]][1], n)
-                                         for n, members in enumerate(groups.values()))
-            con.execute(f"INSERT INTO {STAGE}.batch BY NAME {selects}", params)
 
     def _validate(self, con: duckdb.DuckDBPyConnection, batch: _Batch,
                   staged: list[tuple[int, reading.Checked, int]], known: dict[str, tuple]) -> None:
@@ -383,7 +367,7 @@ class Ingestor:
                     found.append(validator.validate("file", self.now, size).shifted(first, size))
                 except ValidatorError as exc:
                     found.append(f"validator error: {exc}")
-        late = self._archived_day_rows(con)
+        late = _archived_day_rows(con, self._archived_days)
         for (index, checked, first), v in zip(staged, found, strict=True):
             if isinstance(v, Validation) and late is not None:
                 mine = late[(late >= first) & (late < first + checked.rows)] - first
@@ -397,17 +381,6 @@ class Ingestor:
         batch.failures = pa.concat_tables(
             [v.failure_pairs(offset=j.first) for j in batch.jobs if (v := j.validation) is not None]
             or [Validation([]).failure_pairs()])
-
-    def _archived_day_rows(self, con: duckdb.DuckDBPyConnection) -> np.ndarray | None:
-        """The _ids of stage.batch's rows of a day already moved to the archive; None when none has moved."""
-        if self._archived_days is None or self._archived_days.num_rows == 0:
-            return None
-        con.register("archived_event_days", self._archived_days)
-        try:
-            ids = sqlfiles.arrow(con, "ingest/archived_day_rows").column("_id").to_numpy()
-        finally:
-            con.unregister("archived_event_days")
-        return ids.astype(np.int64)
 
     # --- the caller's thread: storing ---------------------------------------------------------------
 
@@ -432,60 +405,93 @@ class Ingestor:
                 stopping.check()  # between transactions
                 if progress:
                     progress(group[-1].index, total, Path(group[-1].result.path))
-                self._store(con, group, collisions)
+                ids, demoted = _store(con, group, collisions, self.now)
+                for job, file_id in zip(group, ids, strict=True):
+                    self._by_file_id[file_id] = job.result
+                demote(self._by_file_id, demoted)
                 for job in group:
                     self._results[job.index] = job.result
             if batch.failures is not None:
                 con.unregister("batch_failures")
                 con.unregister("batch_collided")
 
-    def _store(self, con: Any, group: list[_StoreJob], collisions: bool) -> None:
-        """These files in one transaction: their manifest rows, quarantined rows, new rows and GX's results.
-        `collisions`: an event_id of the batch has another valid copy (then the group is one file)."""
-        ids = sorted(r[0] for r in sqlfiles.run(con, "ingest/reserve_file_ids", {"n": len(group)}).fetchall())
-        for job in group:
-            if job.validation is not None:  # every valid row is new, unless collisions say otherwise below
-                job.result.quarantined = job.validation.rows_failing()
-                job.result.accepted = job.result.rows_read - job.result.quarantined
-        con.register("group_files", pa.Table.from_pylist(
-            [_manifest_row(file_id, job) for job, file_id in zip(group, ids, strict=True)], schema=_GROUP_FILES))
-        con.register("group_validations", _validations(group, ids))
-        demoted: list[tuple[int, int]] = []
-        with db.transaction(con):  # never a ROLLBACK after a failed COMMIT: it would hide the real cause
-            sqlfiles.run(con, "ingest/insert_files", {"ingested_at": self.now})
-            if any(job.validation is not None for job in group):
-                sqlfiles.run(con, "ingest/insert_quarantine", {"quarantined_at": self.now})
-                inserted = sqlfiles.run(con, "ingest/insert_events").fetchone()[0]
-                sqlfiles.run(con, "ingest/insert_validations")
-                expected = sum(job.result.accepted for job in group)
-                if collisions:
-                    demoted = self._settle_collisions(con, ids[0], group[0], inserted)
-                elif inserted != expected:  # rolls the group back
-                    raise RuntimeError(f"ingest stored {inserted} rows where its counts say {expected}")
-        con.unregister("group_files")
-        con.unregister("group_validations")
-        for job, file_id in zip(group, ids, strict=True):
-            self._by_file_id[file_id] = job.result
-        demote(self._by_file_id, demoted)
 
-    def _settle_collisions(self, con: Any, file_id: int, job: _StoreJob, inserted: int) -> list[tuple[int, int]]:
-        """One file whose batch has event_ids with several valid copies, `inserted` of its rows stored as new:
-        rank_copies.sql says which copy wins; returns (file_id, rows) of earlier files whose stored copy lost
-        to one of this file's."""
-        result = job.result
-        span = {"first": job.first, "last": job.first + result.rows_read - 1}
-        sqlfiles.run(con, "ingest/rank_copies", span)
-        sqlfiles.run(con, "ingest/replaced_rows")
-        sqlfiles.run(con, "ingest/mark_stale_days")
-        demoted = [(int(f), int(n)) for f, n in sqlfiles.run(con, "ingest/replaced_per_file").fetchall()]
-        sqlfiles.run(con, "ingest/demote_replaced")
-        sqlfiles.run(con, "ingest/delete_replaced")
-        result.accepted = inserted + sqlfiles.run(con, "ingest/insert_winners", {"file_id": file_id}).fetchone()[0]
-        result.duplicates = result.rows_read - result.quarantined - result.accepted
-        sqlfiles.run(con, "ingest/update_file_counts", {
-            "file_id": file_id, "accepted": result.accepted, "quarantined": result.quarantined,
-            "duplicates": result.duplicates})
-        return demoted
+def _store(con: Any, group: list[_StoreJob], collisions: bool,
+           now: datetime) -> tuple[list[int], list[tuple[int, int]]]:
+    """These files in one transaction: their manifest rows, quarantined rows, new rows and GX's results.
+    `collisions`: an event_id of the batch has another valid copy (then the group is one file). Returns the files'
+    ids and the (file_id, rows) of earlier files whose stored copy lost to one of these."""
+    ids = sorted(r[0] for r in sqlfiles.run(con, "ingest/reserve_file_ids", {"n": len(group)}).fetchall())
+    for job in group:
+        if job.validation is not None:  # every valid row is new, unless collisions say otherwise below
+            job.result.quarantined = job.validation.rows_failing()
+            job.result.accepted = job.result.rows_read - job.result.quarantined
+    con.register("group_files", pa.Table.from_pylist(
+        [_manifest_row(file_id, job) for job, file_id in zip(group, ids, strict=True)], schema=_GROUP_FILES))
+    con.register("group_validations", _validations(group, ids))
+    demoted: list[tuple[int, int]] = []
+    with db.transaction(con):  # never a ROLLBACK after a failed COMMIT: it would hide the real cause
+        sqlfiles.run(con, "ingest/insert_files", {"ingested_at": now})
+        if any(job.validation is not None for job in group):
+            sqlfiles.run(con, "ingest/insert_quarantine", {"quarantined_at": now})
+            inserted = sqlfiles.run(con, "ingest/insert_events").fetchone()[0]
+            sqlfiles.run(con, "ingest/insert_validations")
+            expected = sum(job.result.accepted for job in group)
+            if collisions:
+                demoted = _settle_collisions(con, ids[0], group[0], inserted)
+            elif inserted != expected:  # rolls the group back
+                raise RuntimeError(f"ingest stored {inserted} rows where its counts say {expected}")
+    con.unregister("group_files")
+    con.unregister("group_validations")
+    return ids, demoted
+
+
+def _insert(con: duckdb.DuckDBPyConnection, files: list[tuple[int, reading.Checked]], firsts: list[int]) -> None:
+    """Stage these (index, file)s, their rows numbered from their `firsts`; files laid out alike are
+    read by one read_parquet."""
+    with reading.readable_paths([c.path for _, c in files]) as paths:
+        groups: dict[str, list[int]] = {}
+        for i, (_, checked) in enumerate(files):
+            groups.setdefault(checked.layout, []).append(i)
+        params: dict[str, Any] = {}
+        for n, members in enumerate(groups.values()):
+            params |= {f"path_{n}": [paths[i] for i in members], f"first_{n}": [firsts[i] for i in members],
+                       f"file_{n}": [files[i][0] for i in members]}
+        selects = " UNION ALL ".join(reading.select_sql(files[members[0]][1], n)
+                                     for n, members in enumerate(groups.values()))
+        con.execute(f"INSERT INTO {STAGE}.batch BY NAME {selects}", params)
+
+
+def _archived_day_rows(con: duckdb.DuckDBPyConnection, archived_days: pa.Table | None) -> np.ndarray | None:
+    """The _ids of stage.batch's rows of a day already moved to the archive; None when none has moved."""
+    if archived_days is None or archived_days.num_rows == 0:
+        return None
+    con.register("archived_event_days", archived_days)
+    try:
+        ids = sqlfiles.arrow(con, "ingest/archived_day_rows").column("_id").to_numpy()
+    finally:
+        con.unregister("archived_event_days")
+    return ids.astype(np.int64)
+
+
+def _settle_collisions(con: Any, file_id: int, job: _StoreJob, inserted: int) -> list[tuple[int, int]]:
+    """One file whose batch has event_ids with several valid copies, `inserted` of its rows stored as new:
+    rank_copies.sql says which copy wins; returns (file_id, rows) of earlier files whose stored copy lost
+    to one of this file's."""
+    result = job.result
+    span = {"first": job.first, "last": job.first + result.rows_read - 1}
+    sqlfiles.run(con, "ingest/rank_copies", span)
+    sqlfiles.run(con, "ingest/replaced_rows")
+    sqlfiles.run(con, "ingest/mark_stale_days")
+    demoted = [(int(f), int(n)) for f, n in sqlfiles.run(con, "ingest/replaced_per_file").fetchall()]
+    sqlfiles.run(con, "ingest/demote_replaced")
+    sqlfiles.run(con, "ingest/delete_replaced")
+    result.accepted = inserted + sqlfiles.run(con, "ingest/insert_winners", {"file_id": file_id}).fetchone()[0]
+    result.duplicates = result.rows_read - result.quarantined - result.accepted
+    sqlfiles.run(con, "ingest/update_file_counts", {
+        "file_id": file_id, "accepted": result.accepted, "quarantined": result.quarantined,
+        "duplicates": result.duplicates})
+    return demoted
 
 
 _GROUP_FILES = pa.schema([
