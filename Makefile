@@ -8,13 +8,16 @@ SPARK_STAMP := $(VENV)/.spark-stamp
 # pytest-xdist workers, one per core, a test file to a worker (its module fixtures are built once); WORKERS=0: one process
 WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
+UV_INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
 
 .PHONY: system-packages demo test test-core test-slow test-spark slowest lint bench bench-spark clean
 
+# uv installs the same versions pip would, in a fifth of the time (14 s against 66 s for the test extra, cold
+# caches): pip only installs uv
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet 'uv>=0.9'
+	$(UV_INSTALL) -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -49,7 +52,7 @@ slowest: $(STAMP)
 
 # the Spark engine beside DuckDB (tests/test_spark.py, marker spark): needs Java 17; installs the spark extra
 $(SPARK_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	$(UV_INSTALL) -e '.[test,spark]'
 	touch $(SPARK_STAMP)
 
 # one Spark session per process: the Spark tests run in one worker
