@@ -230,7 +230,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     from pipeline.common.tables import rows_as
     from pipeline.rollout.actions import recorded
-    from pipeline.rollout.history import action_rows, history
+    from pipeline.rollout.history import action_rows, history, intraday_history
     from pipeline.warehouse import db
 
     if args.limit < 1:
@@ -239,8 +239,12 @@ def cmd_history(args: argparse.Namespace) -> int:
         _require_release(con, args.release)
         acts = recorded(con, args.release, _db(args))
         columns, rows = history(con, args.release, args.limit, acts)
+        looks = intraday_history(con, args.release, args.limit)
     fmt = "json" if args.json else _format(args)
     print(rows_as(fmt, columns, rows))
+    if looks[1] and fmt == "table":  # csv and json keep one table: the whole-day evaluations
+        print("\nintra-day looks (pipeline look), newest first:")
+        print(rows_as(fmt, *looks))
     if acts and fmt == "table":  # csv and json keep one table: their `overrides` column names the actions
         print("\npeople's actions (pipeline rollout), newest first:")
         print(rows_as(fmt, *action_rows(acts)))

@@ -1,4 +1,5 @@
-"""The job commands: nightly (the main job once), schedule (it on a cron, APScheduler), serve (the decisions over
+"""The job commands: nightly (the main job once), look (an intra-day look once), schedule (them on a cron and an
+interval, APScheduler), serve (the decisions over
 HTTP: OFREP, rollout controllers), and what on-call teams plug in: metrics (for Prometheus) and alerts test (each
 sink, or the request it would get)."""
 
@@ -29,6 +30,21 @@ from pipeline.cli.common import (
 from pipeline.common.errors import UsageError
 from pipeline.common.exit_codes import Exit
 
+LOOK = "look"  # the runs table's kind of an intra-day look
+
+
+def _duration(text: str) -> float:
+    """`15m`, `1h`, `90s` (or plain seconds) as seconds, > 0."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 15m, 1h or 900s") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration must be > 0")
+    return seconds
+
 
 def cmd_nightly(args: argparse.Namespace) -> int:
     from pipeline.ingest.run import DEFAULT_BATCH_ROWS
@@ -37,7 +53,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     config = _config(args)
     engine = _engine_name(args, config)
     _check_landings([args.landing], engine, folders_only=True)
-    if args.report_dir and engine == "spark":
+    if getattr(args, "report_dir", None) and engine == "spark":
         raise UsageError("--report-dir: the HTML report reads events from the DuckDB file and is not built on "
                          "the Spark engine yet; run the nightly job without it")
     spark = _spark(args, config)
@@ -45,7 +61,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         run, results = run_nightly(_db(args), args.landing, config, as_of=_as_of(args), engine=spark,
                                    routing_dir=args.routing_dir, alert_out=sys.stderr if args.json else None,
                                    batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS,
-                                   reader=_reader_limits(args), report_dir=args.report_dir, relist=args.relist)
+                                   reader=_reader_limits(args), report_dir=getattr(args, "report_dir", None),
+                                   relist=args.relist, kind=args.kind, intraday=args.kind == LOOK)
     if args.json:
         _emit_json({**run.to_dict(), "gates": [r.to_dict() for r in results]})
     else:
@@ -65,13 +82,14 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     trigger = make_trigger(args.cron, args.interval_seconds, args.timezone)
     spark = _spark(args, config)  # one session for every run
 
-    def job() -> None:
-        run, _ = run_nightly(_db(args), args.landing, _config(args), routing_dir=args.routing_dir, kind="scheduled",
+    def job(kind: str = "scheduled") -> None:
+        run, _ = run_nightly(_db(args), args.landing, _config(args), routing_dir=args.routing_dir, kind=kind,
                              batch_rows=args.validate_batch_rows or DEFAULT_BATCH_ROWS, reader=_reader_limits(args),
-                             engine=spark, relist=args.relist)
+                             engine=spark, relist=args.relist, intraday=kind == LOOK)
         print(run, flush=True)
 
-    why = run_scheduler(_db(args), args.landing, config, trigger, args.misfire_grace_hours * 3600, job)
+    why = run_scheduler(_db(args), args.landing, config, trigger, args.misfire_grace_hours * 3600, job,
+                        look_every_s=args.look_every)
     print(f"pipeline schedule: {why}")
     return Exit.OK
 
@@ -131,7 +149,24 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the run and every verdict as one JSON object")
     _ingest_options(p)
     _engine_options(p)
-    p.set_defaults(func=cmd_nightly)
+    p.set_defaults(func=cmd_nightly, kind="nightly")
+
+    p = sub.add_parser("look", help="an intra-day look once: ingest what landed, judge the whole days and the day "
+                                    "so far, roll back at once what fails (docs/intraday.md)",
+                       description="A failing segment moves toward the cloud and its route is published at once; a "
+                                   "pass moves nothing (recovery waits for whole days). Stored as a look, never as "
+                                   "an evaluation of a day: the nightly's verdicts are unchanged. Exit codes as "
+                                   "nightly's.")
+    p.add_argument("--landing", type=_landing, required=True,
+                   help="folder, or s3://bucket/prefix, where telemetry Parquet lands (docs/landing.md)")
+    _db_option(p)
+    _config_option(p)
+    _as_of_option(p)
+    p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
+    p.add_argument("--json", action="store_true", help="print the run and every look as one JSON object")
+    _ingest_options(p)
+    _engine_options(p)
+    p.set_defaults(func=cmd_nightly, kind=LOOK)
 
     p = sub.add_parser("schedule", help="keep running and fire the nightly job on a cron schedule (APScheduler)")
     p.add_argument("--landing", type=_landing, required=True,
@@ -143,6 +178,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--interval-seconds", type=float, help="fire every N seconds instead of --cron")
     p.add_argument("--misfire-grace-hours", type=float, default=24.0,
                    help="a run missed by less than this still runs, once (default 24)")
+    p.add_argument("--look-every", type=_duration, metavar="DURATION",
+                   help="also an intra-day look every DURATION (15m, 1h): pipeline look between the nightly runs")
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
     _ingest_options(p)
     _engine_options(p)

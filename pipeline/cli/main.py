@@ -67,7 +67,10 @@ EXAMPLES = {
     "nightly": "pipeline nightly --landing sample_logs --as-of 2026-12-01 --report-dir reports\n"
                "pipeline --log-format json nightly --landing /data/landing --routing-dir /data/routing\n"
                "pipeline nightly --landing s3://telemetry-landing/uploads/ --db /data/telemetry.duckdb",
+    "look": "pipeline look --landing /data/landing --db /data/telemetry.duckdb\n"
+            "pipeline look --landing sample_logs --as-of '2026-11-30 10:15'",
     "schedule": 'pipeline schedule --landing /data/landing --cron "0 2 * * *" --timezone UTC\n'
+                "pipeline schedule --landing /data/landing --look-every 15m\n"
                 "pipeline schedule --landing /data/landing --interval-seconds 3600",
     "serve": "pipeline serve --port 8080\n"
              "PIPELINE_SERVE_TOKEN=... pipeline serve --host 0.0.0.0 --port 8080 --db /data/telemetry.duckdb",
@@ -126,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(args.log_format)
     from pipeline.common import stopping
 
-    if args.command in ("ingest", "nightly", "aggregate", "archive"):
+    if args.command in ("ingest", "nightly", "look", "aggregate", "archive"):
         stopping.install()  # SIGTERM/SIGINT: finish the file in hand, then stop
     elif args.command in ("sql", "query"):
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # like Ctrl-C: interrupt the query, exit 130

@@ -137,8 +137,9 @@ def require_release(con: duckdb.DuckDBPyConnection, release: str) -> None:
 
 def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
                   as_of: datetime | None = None, now: datetime | None = None,
-                  holdback_share: float | None = None, from_events: bool = False) -> GateResult:
-    """The release's gate result over the whole days before as_of (pipeline/gate/window.py). holdback_share:
+                  holdback_share: float | None = None, from_events: bool = False, intraday: bool = False) -> GateResult:
+    """The release's gate result over the whole days before as_of (pipeline/gate/window.py; `intraday`: and
+    as_of's day so far, an intra-day look). holdback_share:
     the hold-back share this release declares, over the config's assignment.holdback_share
     (`pipeline gate --holdback-share`); from_events: read the window's events, not the rollups (source.py)."""
     declared_by = "config"
@@ -149,7 +150,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, release: str, config: Config,
     now = clock.now(now or as_of)
     as_of = as_of or now
     require_release(con, release)
-    window = gate_window(as_of, config)
+    window = gate_window(as_of, config, intraday)
     kill_codes = list(config.gates.kill_rate.kill_codes)
     with source.reading(con, config, window, release, from_events) as read_from:
         result, measure = _evaluate(con, release, config, as_of, now, window, declared_by)

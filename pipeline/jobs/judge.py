@@ -45,15 +45,17 @@ def judge(wh: Warehouse, reading: Callable[[], AbstractContextManager[Any]],
           releases: Sequence[str] | Callable[[Any], Sequence[str]], config: Config,
           *, as_of: datetime | None, now: datetime | None = None, trigger: str, holdback_share: float | None = None,
           from_events: bool = False, dry_run: bool = False, served: bool = False,
-          routing_out: Callable[[str], Path | None] | None = None, publishing: bool = False) -> list[Judgement]:
+          routing_out: Callable[[str], Path | None] | None = None, publishing: bool = False,
+          intraday: bool = False) -> list[Judgement]:
     """Evaluate `releases` (or those `releases(source)` finds) on the source `reading()` opens (a DuckDB
     connection with the config's settings, or a Spark engine), then store each result, then write the routing
     tables `routing_out(release)` names and (`publishing`) publish each stored one. `served`: each result says
-    which snapshot it read (pipeline gate)."""
+    which snapshot it read (pipeline gate). `intraday`: an intra-day look (the day so far judged too; stored as
+    a look, published only when it moved a rollout state: docs/intraday.md)."""
     with reading() as source:
         chosen = releases(source) if callable(releases) else releases
         results = [evaluate_gate(source, release, config, as_of=as_of, now=now, holdback_share=holdback_share,
-                                 from_events=from_events) for release in chosen]
+                                 from_events=from_events, intraday=intraday) for release in chosen]
     if served:
         for result in results:
             result.snapshot = db.served_dict(wh.path)
@@ -68,7 +70,7 @@ def judge(wh: Warehouse, reading: Callable[[], AbstractContextManager[Any]],
         if target is not None:
             write_routing_table(table, target)
         published = []
-        if publishing and recorded:
+        if publishing and recorded and (recorded.moved or not intraday):
             published = publish(wh, config, [Decision(table, recorded.evaluation_uid, recorded.stored_at)])
         judged.append(Judgement(result, states, recorded, target, story(as_dict, states, config, previous),
                                 published))

@@ -2,7 +2,12 @@
 release, write routing tables, and record the run. Gate verdicts are results,
 not failures: the job fails only when one of its steps does. Data that looks
 wrong (files rejected, rows quarantined, nothing new) is neither: it raises a
-data_quality alert and `pipeline nightly` exits 4 (pipeline/ingest/data_quality.py)."""
+data_quality alert and `pipeline nightly` exits 4 (pipeline/ingest/data_quality.py).
+
+An intra-day look (`pipeline look`, `pipeline schedule --look-every`; docs/intraday.md) is the same run with
+the day so far judged beside the whole days: it ingests what landed since, refreshes the days that changed,
+judges, stores each release's look (a failing segment moves toward the cloud, a pass moves nothing) and
+publishes the routes it moved. The data-quality check, the reports and the archive stay the nightly's."""
 
 from __future__ import annotations
 
@@ -31,7 +36,8 @@ from pipeline.ingest import data_quality
 from pipeline.ingest.isolated import ReaderLimits
 from pipeline.ingest.landing import shown
 from pipeline.ingest.run import DEFAULT_BATCH_ROWS, ingest
-from pipeline.jobs.judge import judge
+from pipeline.jobs.judge import Judgement, judge
+from pipeline.rollout.history import INTRADAY
 from pipeline.warehouse import db, runs, sqlfiles
 from pipeline.warehouse.aggregate import refresh, use_settings
 from pipeline.warehouse.archive import age_out
@@ -46,6 +52,7 @@ class RunResult:
     verdicts: dict[str, str] = field(default_factory=dict)
     error: str | None = None
     data_quality: list[str] = field(default_factory=list)  # problems with the data (data_quality.py), exit 4
+    job: str = "nightly"  # or look: the name its log lines carry
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "run_id": self.run_id,
@@ -67,7 +74,7 @@ class RunResult:
 
 def _step(run: RunResult, name: str, started: float, text: str, **counts: Any) -> None:
     run.steps[name] = {"seconds": round(time.perf_counter() - started, 3), **counts, "text": text}
-    logs.event("nightly", **{"step": name, "run": run.run_id, **counts, "seconds": run.steps[name]["seconds"]})
+    logs.event(run.job, **{"step": name, "run": run.run_id, **counts, "seconds": run.steps[name]["seconds"]})
 
 
 def _check_data(run: RunResult, wh: Warehouse, landing: Path | str, ingested: dict[str, Any], config: Config,
@@ -88,7 +95,7 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                 routing_dir: Path | None = None, kind: str = "nightly", alert_out: TextIO | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS, reader: ReaderLimits | None = None,
                 report_dir: Path | None = None, engine: Any = None,
-                relist: bool = False) -> tuple[RunResult, list[GateResult]]:
+                relist: bool = False, intraday: bool = False) -> tuple[RunResult, list[GateResult]]:
     """`engine`: None for DuckDB, else a SparkEngine (pipeline/warehouse/spark/engine.py): events, rollups and
     the gate's SQL on Spark; the run, the manifest, evaluations, rollout state and alerts in the DuckDB file
     either way. One warehouse handle for the whole run (pipeline/warehouse/handle.py): every step gets it."""
@@ -99,7 +106,8 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
     with Warehouse(db_path, kind) as wh:
         with wh.writing() as con:  # opening it marks the runs whose process died (pipeline/warehouse/runs.py)
             run = RunResult(sqlfiles.run(con, "ingest/start_run", {"kind": kind, "started_at": clock.wall(),
-                                                                   "as_of": as_of, **runs.identity()}).fetchone()[0])
+                                                                   "as_of": as_of, **runs.identity()}).fetchone()[0],
+                            job="look" if intraday else "nightly")
         try:
             t = time.perf_counter()
             if engine is not None:
@@ -120,7 +128,8 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                     run.steps["ingest"]["text"] += f"\n             {line}"
             for listing in ingested.sources:
                 run.steps["ingest"]["text"] += f"\n             {listing}"
-            _check_data(run, wh, landing, d, config, now)
+            if not intraday:
+                _check_data(run, wh, landing, d, config, now)
             stopping.check()  # a stop asked for during a step takes effect before the next one
             t = time.perf_counter()
             if engine is not None:
@@ -132,16 +141,19 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             _step(run, "aggregate", t, str(rolled), **rolled.to_dict())
             stopping.check()
             t = time.perf_counter()
-            window = gate_window(as_of, config).params()
+            window = gate_window(as_of, config, intraday).params()
             judged = judge(wh, partial(_reading, wh, config, engine),
                            lambda source: _in_version_order(sqlfiles.run(source, "gate/active_releases",
                                                                          window).fetchall()),
-                           config, as_of=as_of, now=now, trigger="nightly",
+                           config, as_of=as_of, now=now, trigger=INTRADAY if intraday else "nightly",
                            routing_out=(lambda release: routing_dir / f"routing-{release}.json") if routing_dir
-                           else None, publishing=True)
+                           else None, publishing=True, intraday=intraday)
             results = [j.result for j in judged]
             run.verdicts.update((r.release, r.verdict) for r in results)
             _step(run, "gate", t, f"{counted(len(results), 'release')} judged", releases=len(results))
+            for j in judged:
+                if intraday and j.recorded and j.recorded.moved:
+                    run.steps["gate"]["text"] += f"\n             release {j.result.release}: {moved_by(j, as_of)}"
             published = [p for j in judged for p in j.published]
             if config.publish.targets:
                 outcomes = {o: sum(p.outcome == o for p in published) for o in ("published", "unchanged", "failed")}
@@ -160,15 +172,16 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                     index = write_reports(con, results, config, report_dir, [j.story for j in judged])
                 _step(run, "report", t, f"{counted(len(results), 'report')}, index {index}", reports=len(results))
             stopping.check()
-            t = time.perf_counter()
-            if engine is None:
-                aged = age_out(wh, config, now=now)
-            else:
-                from pipeline.warehouse.spark.archive import age_out_spark
+            if not intraday:
+                t = time.perf_counter()
+                if engine is None:
+                    aged = age_out(wh, config, now=now)
+                else:
+                    from pipeline.warehouse.spark.archive import age_out_spark
 
-                aged = age_out_spark(wh, engine.warehouse, config, now=now)
-            counts = {k: v for k, v in aged.to_dict().items() if k not in ("moved", "schema_version")}
-            _step(run, "archive", t, str(aged).removeprefix("archive: "), **counts)
+                    aged = age_out_spark(wh, engine.warehouse, config, now=now)
+                counts = {k: v for k, v in aged.to_dict().items() if k not in ("moved", "schema_version")}
+                _step(run, "archive", t, str(aged).removeprefix("archive: "), **counts)
             wh.let_go()  # a slow webhook must not stall other writers: deliver() takes the lock only to read/mark
             t = time.perf_counter()
             delivery = deliver(wh, config, out=alert_out)
@@ -191,7 +204,7 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
                 raise Interrupted(run.error) from exc
             run.status, run.error = "failed", db.storage_failure(wh.path, exc) or f"{type(exc).__name__}: {exc}"
         finally:
-            logs.event("nightly", step="end", run=run.run_id, status=run.status, error=run.error or "")
+            logs.event(run.job, step="end", run=run.run_id, status=run.status, error=run.error or "")
             summary = {k: {kk: vv for kk, vv in v.items() if kk != "text"} for k, v in run.steps.items()}
             with wh.writing() as con:
                 sqlfiles.run(con, "ingest/finish_run", {
@@ -202,6 +215,15 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             if config.metrics.textfile:  # a failed run writes them too: its last success stays where it was
                 _write_metrics(wh, Path(config.metrics.textfile))
     return run, results
+
+
+def moved_by(judged: Judgement, as_of: datetime) -> str:
+    """The states an intra-day look moved, by where they went: "rolled_back: intent/low/normal, ..."."""
+    went: dict[str, list[str]] = {}
+    for key in sorted(judged.recorded.moved):
+        went.setdefault(judged.states[key].state, []).append(key)
+    return "; ".join(f"{state}: {', '.join(keys)}" for state, keys in went.items()) + \
+        f" (intra-day look at {as_of:%Y-%m-%d %H:%M} UTC)"
 
 
 @contextmanager

@@ -8,7 +8,9 @@
   each run takes the writer lock only while it runs, so `pipeline gate`, `sql`
   and `query` keep working between and during runs (see db.py);
 - SIGTERM / SIGINT: the running job stops at the next safe point (stopping.py),
-  is recorded as interrupted, and the scheduler exits 0.
+  is recorded as interrupted, and the scheduler exits 0;
+- `--look-every`: an intra-day look (kind look) on an interval besides; one job runs
+  at a time (one worker thread), so a look due during the nightly runs after it.
 UTC is the default timezone: APScheduler 3.x has DST bugs with local zones.
 """
 
@@ -20,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -56,7 +59,7 @@ def missed_run(trigger: Any, last_start: datetime | None, now: datetime) -> bool
 
 
 def run_scheduler(db_path: Path, landing: Path, config: Config, trigger: Any, misfire_grace_s: float,
-                  job: Callable[[], Any]) -> str:
+                  job: Callable[..., Any], look_every_s: float | None = None) -> str:
     """Blocks until SIGTERM/SIGINT; returns why it stopped."""
     db.require_folder(db_path)
     with db.holder_lock(Path(f"{db_path}.schedule.lock"), f"schedule --landing {landing}",
@@ -64,13 +67,13 @@ def run_scheduler(db_path: Path, landing: Path, config: Config, trigger: Any, mi
         stop = threading.Event()
         stopping.reset()
         stopping.install(stop)
-        scheduler = BackgroundScheduler(timezone=UTC)
+        scheduler = BackgroundScheduler(timezone=UTC, executors={"default": ThreadPoolExecutor(1)})
 
-        def guarded() -> None:
+        def guarded(*kind: str) -> None:
             if stopping.stop_requested():
                 return
             try:
-                job()
+                job(*kind)
             except stopping.Interrupted:
                 pass
             except Exception as exc:  # a failed run is recorded in runs; the scheduler goes on
@@ -78,6 +81,9 @@ def run_scheduler(db_path: Path, landing: Path, config: Config, trigger: Any, mi
 
         scheduler.add_job(guarded, trigger, id="nightly", max_instances=1, coalesce=True,
                           misfire_grace_time=int(misfire_grace_s) or None)
+        if look_every_s:
+            scheduler.add_job(guarded, IntervalTrigger(seconds=look_every_s, timezone=UTC), args=("look",),
+                              id="look", max_instances=1, coalesce=True, misfire_grace_time=int(look_every_s))
         now = datetime.now(UTC)
         catch_up = missed_run(trigger, last_scheduled_start(db_path), now)
         if catch_up:

@@ -35,6 +35,7 @@ from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
 
 TRIGGERS = ("ci", "nightly", "manual")
+INTRADAY = "intraday"  # the trigger of an intra-day look (pipeline look): stored in intraday_looks, not evaluations
 
 
 def default_trigger() -> str:
@@ -63,6 +64,7 @@ class Recorded:
     states: dict[str, rollout_state.SegmentState] = field(default_factory=dict)  # of the release, after storing
     evaluation_uid: str = ""
     stored_at: datetime | None = None  # wall clock, UTC: when the decision took effect
+    moved: list[str] = field(default_factory=list)  # the segments whose rollout state it moved
 
     def __bool__(self) -> bool:
         return self.stored
@@ -79,18 +81,27 @@ def _store(con: Any, row: dict[str, Any], config: Config,
     if "action_id" in row:
         return _store_action(con, actions.Action.of(row), config, on_change)
     evaluated_at = datetime.fromisoformat(row["evaluated_at"])
-    inserted = sqlfiles.run(con, "gate/insert_evaluation", {
-        **{k: v for k, v in row.items() if k in sqlfiles.param_names(sqlfiles.sql_file("gate/insert_evaluation"))},
+    result = json.loads(row["result"])
+    release = row["release"]
+    acts = actions.recorded(con, release)
+    before = rollout_state.current(con, release, config, evaluated_at, acts)  # before the row is in
+    sql, extra = "gate/insert_evaluation", {}
+    if row["trigger"] == INTRADAY:
+        fails = rollout_state.intraday_fails_of(result)
+        sql, extra = "rollout/insert_intraday_look", {
+            "look_uid": row["evaluation_uid"], "failed_segments": list(fails),
+            "failed_gates": [list(look.failed_gates) for look in fails.values()]}
+    inserted = sqlfiles.run(con, sql, {
+        **{k: v for k, v in row.items() if k in sqlfiles.param_names(sqlfiles.sql_file(sql))}, **extra,
         "as_of": datetime.fromisoformat(row["as_of"]), "evaluated_at": evaluated_at,
         "stored_at": db.utcnow()}).fetchone()
     if inserted is None:
         return None
-    result = json.loads(row["result"])
-    release = row["release"]
-    acts = actions.recorded(con, release)
-    before = rollout_state.status(rollout_state.current(con, release, config, evaluated_at, acts))
     states = rollout_state.apply(con, row, result, config, evaluated_at, acts)
-    on_change(con, release, before, states, result, config, evaluated_at)
+    if row["trigger"] == INTRADAY:
+        moved = [k for k, s in states.items() if k not in before or s.state != before[k].state]
+        sqlfiles.run(con, "rollout/intraday_moved", {"look_uid": row["evaluation_uid"], "moved": moved})
+    on_change(con, release, rollout_state.status(before), states, result, config, evaluated_at)
     return states
 
 
@@ -169,8 +180,14 @@ def record_evaluation(warehouse: Warehouse | Path, result: Any, config: Config, 
         # never waits for another writer (the nightly): busy, the evaluation waits in the pending file
         with wh.writing(lock_wait=0) as con:
             states, warnings = _fold(con, wh.path, config, on_change, row)
-            stored_at = sqlfiles.run(con, "gate/stored_at", {"evaluation_uid": row["evaluation_uid"]}).fetchone()[0]
-        return Recorded(True, warnings, states or {}, row["evaluation_uid"], stored_at)
+            if trigger == INTRADAY:
+                stored_at, moved = sqlfiles.run(con, "rollout/intraday_stored_at",
+                                                {"look_uid": row["evaluation_uid"]}).fetchone()
+            else:
+                stored_at = sqlfiles.run(con, "gate/stored_at",
+                                         {"evaluation_uid": row["evaluation_uid"]}).fetchone()[0]
+                moved = []
+        return Recorded(True, warnings, states or {}, row["evaluation_uid"], stored_at, list(moved))
     except DatabaseBusy:
         pending.append(wh.path, row)
         return Recorded(False)
@@ -191,6 +208,14 @@ def history(con: Any, release: str, limit: int = 20,
         rows.append((*(v.replace(tzinfo=UTC) if isinstance(v, datetime) else v for v in r),
                      "; ".join(f"{a.action} {a.segment}: {a.describe()}" for a in live) or None))
     return columns, rows
+
+
+def intraday_history(con: Any, release: str, limit: int = 20) -> tuple[list[str], list[tuple]]:
+    """The newest `limit` intra-day looks: what each saw failing and which rollout states it moved."""
+    cur = sqlfiles.run(con, "rollout/intraday_history", {"release": release, "limit": limit})
+    columns = [d[0] for d in cur.description]
+    return columns, [tuple(v.replace(tzinfo=UTC) if isinstance(v, datetime) else
+                           ", ".join(v) if isinstance(v, list) else v for v in r) for r in cur.fetchall()]
 
 
 def action_rows(acts: list[actions.Action]) -> tuple[list[str], list[tuple]]:

@@ -53,6 +53,7 @@ from pipeline.warehouse import sqlfiles
 
 STATES = ("ok", "suspect", "rolled_back", "recovering")
 RELEASE = "release"  # the segment key of the release-wide gates
+FAILED_DECISION = Verdict.ROLLBACK_TO_CLOUD  # what a failing look decided
 ROLLED = ("rolled_back", "recovering")
 OUTCOMES = {Verdict.ROLLBACK_TO_CLOUD: Outcome.FAIL, Verdict.KEEP_EDGE: Outcome.PASS,
             Verdict.INSUFFICIENT_DATA: Outcome.INSUFFICIENT}
@@ -66,6 +67,11 @@ class Look:
     failed_gates: tuple[str, ...] = ()
     held_gates: tuple[str, ...] = ()  # failing gates of mode hold
     at: datetime = datetime.min  # when it was evaluated: orders it among the actions
+    intraday: bool = False  # a failing intra-day look (pipeline look), between the whole-day looks
+
+    @property
+    def when(self) -> str:
+        return f"{self.day}, intra-day look at {self.at:%H:%M} UTC" if self.intraday else str(self.day)
 
 
 @dataclass(frozen=True)
@@ -124,11 +130,11 @@ def _advance(s: SegmentState, look: Look, policy: Rollout) -> SegmentState:
         return dataclasses.replace(s, state=state, since=since, reason=reason, **changes)
 
     if s.state in ("ok", "suspect") and failed and fails >= policy.fail_looks:
-        return to("rolled_back", f"{fails} of the last {len(recent)} looks failed (last {look.day}: {gates})"
-                  if policy.window_looks > 1 else f"failed on {look.day} ({gates})")
+        return to("rolled_back", f"{fails} of the last {len(recent)} looks failed (last {look.when}: {gates})"
+                  if policy.window_looks > 1 else f"failed on {look.when} ({gates})")
     if s.state == "ok":
         if failed:
-            return to("suspect", f"failed on {look.day} ({gates}); rolled back if {policy.fail_looks} of the "
+            return to("suspect", f"failed on {look.when} ({gates}); rolled back if {policy.fail_looks} of the "
                                  f"last {policy.window_looks} looks fail")
         return to("ok", f"passed on {look.day}")
     if s.state == "suspect":
@@ -138,7 +144,7 @@ def _advance(s: SegmentState, look: Look, policy: Rollout) -> SegmentState:
                              f"rolled back at {policy.fail_looks}")
     if s.state == "rolled_back":
         if failed:
-            return to("rolled_back", f"failed again on {look.day} ({gates}); recovery starts "
+            return to("rolled_back", f"failed again on {look.when} ({gates}); recovery starts "
                                      f"{policy.min_dwell_days} days after the last failure")
         if (look.day - s.last_fail).days >= policy.min_dwell_days:
             return to("recovering", f"1 of {policy.recover_looks} passing looks needed (since {look.day})",
@@ -147,7 +153,7 @@ def _advance(s: SegmentState, look: Look, policy: Rollout) -> SegmentState:
                                  f"last failure ({s.last_fail}: {gates})")
     # recovering
     if failed:
-        return to("rolled_back", f"failed while recovering on {look.day} ({gates}); recovery starts "
+        return to("rolled_back", f"failed while recovering on {look.when} ({gates}); recovery starts "
                                  f"{policy.min_dwell_days} days after it", passes=0)
     passes = s.passes + 1
     if passes >= policy.recover_looks:
@@ -210,14 +216,20 @@ def with_overrides(states: dict[str, SegmentState], acts: list[actions.Action], 
 def current(con: Any, release: str, config: Config, now: datetime, acts: list[actions.Action],
             result: dict[str, Any] | None = None) -> dict[str, SegmentState]:
     """Every segment's state at `now`: the stored looks (and `result`'s, not stored yet; the newer evaluation
-    of a day wins) replayed with the actions `acts` and the windows, with the override in force."""
+    of a day wins) and the failing looks of the intra-day looks, replayed with the actions `acts` and the
+    windows, with the override in force."""
     by_segment = _stored_looks(con, release)
-    if result is not None:
+    fails = _intraday_fails(con, release)
+    if result is not None and intraday(result):
+        for segment, look in intraday_fails_of(result).items():
+            fails.setdefault(segment, []).append(look)
+    elif result is not None:
         for segment, look in looks_of(result).items():
             by_segment.setdefault(segment, {})[look.day] = look
     holds = holding(acts, config.rollout)
-    states = {segment: replay(segment, list(days.values()), config.rollout, holds)
-              for segment, days in by_segment.items()}
+    states = {segment: replay(segment, [*by_segment.get(segment, {}).values(), *fails.get(segment, [])],
+                              config.rollout, holds)
+              for segment in {*by_segment, *fails}}
     for a in acts:  # a segment an action names before any evaluation of it
         if a.segment != actions.WHOLE:
             states.setdefault(a.segment, SegmentState(a.segment))
@@ -247,6 +259,17 @@ def looks_of(result: dict[str, Any]) -> dict[str, Look]:
     return looks
 
 
+def intraday(result: dict[str, Any]) -> bool:
+    """Whether a result (GateResult.to_dict()) is an intra-day look's: its window holds the day so far."""
+    return not result["window"].get("whole_days", True)
+
+
+def intraday_fails_of(result: dict[str, Any]) -> dict[str, Look]:
+    """An intra-day look's failing looks, by segment key: the only ones that count (a pass moves nothing)."""
+    return {key: dataclasses.replace(look, intraday=True) for key, look in looks_of(result).items()
+            if look.outcome == Outcome.FAIL}
+
+
 # ------------------------------------------------------------------ storage
 
 
@@ -256,6 +279,13 @@ def _stored_looks(con: Any, release: str) -> dict[str, dict[date, Look]]:
     for segment, day, outcome, decision, gates, held, at in sqlfiles.run(con, looks, {"release": release}).fetchall():
         by_segment.setdefault(segment, {})[day] = Look(day, outcome, decision, tuple(gates), tuple(held or ()), at)
     return by_segment
+
+
+def _intraday_fails(con: Any, release: str) -> dict[str, list[Look]]:
+    fails: dict[str, list[Look]] = {}
+    for segment, day, gates, at in sqlfiles.run(con, "rollout/intraday_fails", {"release": release}).fetchall():
+        fails.setdefault(segment, []).append(Look(day, Outcome.FAIL, FAILED_DECISION, tuple(gates), (), at, True))
+    return fails
 
 
 def stored_states(con: Any, release: str) -> dict[str, SegmentState]:
@@ -280,8 +310,13 @@ def _evaluated_at(result: dict[str, Any]) -> datetime:
 def apply(con: Any, row: dict[str, Any], result: dict[str, Any], config: Config, now: datetime,
           acts: list[actions.Action]) -> dict[str, SegmentState]:
     """Record the looks of one stored evaluation and replay the states of its segments (in the caller's
-    transaction); returns every state of the release."""
+    transaction); returns every state of the release. An intra-day look's failing looks are read from its
+    own row (intraday_looks), stored by the caller."""
     release = result["release"]
+    if intraday(result):
+        states = current(con, release, config, now, acts)
+        store(con, release, states, now)
+        return states
     looks = looks_of(result)
     sqlfiles.run(con, "rollout/upsert_looks", {
         "release": release, "segment": list(looks), "day": [look.day for look in looks.values()],

@@ -176,3 +176,20 @@ CREATE TABLE IF NOT EXISTS routing_publishes (
     version_id     VARCHAR,
     error          VARCHAR
 );
+-- intra-day looks (pipeline look, docs/intraday.md): the whole days and the day so far, judged between nightly
+-- runs. A failing segment's look moves its rollout state toward the cloud (a pass moves nothing); none is an
+-- evaluation of a day, so whole-day verdicts and `evaluations` are what they would be without them
+CREATE TABLE IF NOT EXISTS intraday_looks (
+    look_uid        VARCHAR PRIMARY KEY,
+    release         VARCHAR NOT NULL,
+    as_of           TIMESTAMP NOT NULL,
+    evaluated_at    TIMESTAMP NOT NULL,
+    stored_at       TIMESTAMP NOT NULL,
+    verdict         VARCHAR NOT NULL,
+    failed_segments VARCHAR[] NOT NULL,    -- the segments (and 'release') whose look failed
+    failed_gates    VARCHAR[][] NOT NULL,  -- each failed segment's enforced failing gates, in the same order
+    moved           VARCHAR[] NOT NULL,    -- the segments whose rollout state this look moved
+    config_digest   VARCHAR NOT NULL,
+    code_version    VARCHAR NOT NULL,
+    result          JSON NOT NULL
+);
