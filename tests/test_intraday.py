@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -54,6 +57,11 @@ def test_a_regression_landing_during_the_day_is_rolled_back_at_the_look_and_whol
     made = run_cli("simulate", "--out", str(landing / "2026-11-30"), "--release", "4.12", "--rows", "8000",
                    "--files", "2", "--scenario", "postmortem", "--seed", "2", "--start", "2026-11-30", "--days", "1")
     assert made.returncode == 0, made.stderr
+    landed = int(time.time()) - 600  # the day's files landed ten minutes before the look
+    parts = list((landing / "2026-11-30").rglob("*.parquet"))
+    assert len(parts) == 2
+    for part in parts:
+        os.utime(part, (landed, landed))
 
     look = run_cli("look", "--landing", str(landing), "--db", str(db), "--config", str(config),
                    "--as-of", "2026-11-30 23:30")
@@ -72,6 +80,18 @@ def test_a_regression_landing_during_the_day_is_rolled_back_at_the_look_and_whol
         assert by_key[key]["state"] == "rolled_back" and by_key[key]["route"] == "cloud", by_key[key]
         assert "failed on 2026-11-30, intra-day look at 23:30 UTC" in by_key[key]["reason"], by_key[key]
     assert by_key["intent/high/normal"]["state"] == "ok"
+    # how long from the landing to the phones: on record, in state and in the metrics
+    seen = state["intraday"]
+    assert seen["looked_at"] == "2026-11-30T23:30:00Z" and sorted(seen["moved"]) == sorted(rolled)
+    assert seen["landed_from"] == datetime.fromtimestamp(landed, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert 10 <= seen["landing_to_route_minutes"] < 12, seen
+    shown = run_cli("state", "--db", str(db), "--release", "4.12").stdout
+    assert (f"intra-day look at 2026-11-30T23:30:00Z moved {len(rolled)} segments; route published at "
+            f"{seen['published_at']}, {seen['landing_to_route_minutes']:g} min after the oldest file it read had "
+            f"landed ({seen['landed_from']})") in shown
+    metrics = run_cli("metrics", "--db", str(db)).stdout
+    gauge = re.search(r'^edge_pipeline_intraday_landing_to_route_seconds\{release="4.12"\} ([\d.e+]+)$', metrics, re.M)
+    assert gauge and 600 <= float(gauge.group(1)) < 720, metrics
     # the phones' flag file changed at the look, to the cloud for every moved segment
     flags = json.loads((tmp_path / "edge-routing.flagd.json").read_text())
     assert flags != published

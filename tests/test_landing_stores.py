@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from datetime import UTC
 from pathlib import Path
 
 import pyarrow as pa
@@ -79,6 +80,16 @@ class Landing:
             self._gcs.blob(key).upload_from_string(data)
         else:
             self._az.upload_blob(key, data, overwrite=True)
+
+    def modified(self, key: str) -> str:
+        """When the store says the object was written (its LastModified), UTC to the second."""
+        if self.scheme == "s3":
+            when = self._s3.head_object(Bucket=self.bucket, Key=key)["LastModified"]
+        elif self.scheme == "gs":
+            when = self._gcs.get_blob(key).updated
+        else:
+            when = self._az.get_blob_client(key).get_blob_properties().last_modified
+        return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def delete(self, key: str) -> None:
         if self.scheme == "s3":
@@ -164,9 +175,12 @@ def test_ingest_counts_exactly_and_a_rerun_fetches_nothing(landing, tmp_path):
     landing.put("up/_temporary/0/part-0.parquet", b"half written")
     landing.put("elsewhere/x.parquet", valid_table(10, seed=4))
     db = tmp_path / "t.duckdb"
+    time.sleep(1.1)  # a copy's own mtime would be a later second than the objects'
 
     first = ingest_json(landing, db)
     assert (first["files"], first["loaded_files"], first["rows_read"]) == (3, 3, 3_300)
+    for f in first["per_file"]:  # each loaded file landed when the store says its object was written
+        assert f["landed_at"] == landing.modified(f["path"].removeprefix(f"{landing.scheme}://{landing.bucket}/"))
     assert (first["accepted"], first["quarantined"], first["duplicates"]) == (3_298, 2, 0)
     assert first["sources"] == [{"uri": landing.uri(), "start_after": "", "listed": 3, "already_read": 0,
                                  "not_parquet": 1, "not_parquet_examples": [landing.uri("up/dt=2026-12-02/notes.csv")],

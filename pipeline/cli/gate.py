@@ -256,7 +256,7 @@ def cmd_state(args: argparse.Namespace) -> int:
     from pipeline.rollout import state as rollout_state
     from pipeline.rollout.actions import recorded
     from pipeline.rollout.previous import find
-    from pipeline.views.render import last_published
+    from pipeline.views.render import intraday_latency, last_published
     from pipeline.warehouse import db
 
     config = _config(args)
@@ -264,7 +264,8 @@ def cmd_state(args: argparse.Namespace) -> int:
         acts = recorded(con, args.release, _db(args))
         states = rollout_state.current(con, args.release, config, clock.now(_as_of(args)), acts)
         view = rollout_state.StateView(args.release, states, config, find(con, args.release, config),
-                                       db.served_dict(_db(args)), acts, last_published(con, args.release))
+                                       db.served_dict(_db(args)), acts, last_published(con, args.release),
+                                       intraday_latency(con, args.release))
     if args.json:
         _emit_json(view.to_dict())
     else:

@@ -83,7 +83,12 @@ def registry(con: Any) -> CollectorRegistry:
         if seconds is not None:
             publish_seconds.add_metric([release, target], seconds)
         publish_failing.add_metric([release, target], 1 if failing else 0)
-    reg.register(_Snapshot([*families, segments, alerts, publish_seconds, publish_failing]))
+    landing_to_route = GaugeMetricFamily(f"{PREFIX}_intraday_landing_to_route_seconds", "Seconds from the oldest "
+                                         "file the release's newest state-moving intra-day look read landing to "
+                                         "its routing table being published (docs/intraday.md)", labels=["release"])
+    for release, seconds in sqlfiles.run(con, "metrics/intraday").fetchall():
+        landing_to_route.add_metric([release], seconds)
+    reg.register(_Snapshot([*families, segments, alerts, publish_seconds, publish_failing, landing_to_route]))
     return reg
 
 

@@ -100,7 +100,7 @@ class AzureStore(Store):
         for entry in entries:
             if not isinstance(entry, BlobPrefix):  # an object right under `folder`
                 if entry.name > start_after:
-                    yield [Listed(entry.name, int(entry.size), _quoted(entry.etag))]
+                    yield [Listed(entry.name, int(entry.size), _quoted(entry.etag), entry.last_modified)]
             elif start_after.startswith(entry.name):
                 yield from self._after(entry.name, start_after)
             elif entry.name > start_after:
@@ -115,7 +115,7 @@ class AzureStore(Store):
                 return list(next(pages, [])), pages.continuation_token
 
             blobs, token = self._retrying(what, one_page)
-            yield [Listed(b.name, int(b.size), _quoted(b.etag)) for b in blobs]
+            yield [Listed(b.name, int(b.size), _quoted(b.etag), b.last_modified) for b in blobs]
             if not token:
                 return
 

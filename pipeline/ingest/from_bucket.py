@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from collections.abc import Callable, Iterator
@@ -128,12 +129,15 @@ def _read_chunk(store: Store, pool: ThreadPoolExecutor, chunk: list[Listed], spo
     uri = store.uri
     paths = [spool / f"{i:06d}.parquet" for i in range(len(chunk))]
 
-    def fetch(key: str, path: Path) -> Fetched | None:
+    def fetch(listed: Listed, path: Path) -> Fetched | None:
         stopping.check()  # a stop asked for while fetching: the chunk is not read, the next run fetches it again
-        return store.fetch(key, path)
+        got = store.fetch(listed.key, path)
+        if got is not None and listed.modified is not None:  # the copy's mtime is when the object landed
+            os.utime(path, (listed.modified.timestamp(), listed.modified.timestamp()))
+        return got
 
     try:
-        fetched: list[Fetched | None] = list(pool.map(fetch, [o.key for o in chunk], paths))
+        fetched: list[Fetched | None] = list(pool.map(fetch, chunk, paths))
     except OSError as exc:  # the spool's disk, not the store: botocore wraps every network error
         raise BucketError(f"{uri}: cannot keep fetched objects in {spool}: {exc.strerror or exc}; TMPDIR needs "
                           f"room for landing.spool_mb") from None

@@ -87,7 +87,7 @@ class GcsStore(Store):
 
             blobs, token = self._retrying(what, one_page)
             # GCS lists from start_offset itself; that key was listed before (and emulators may ignore it)
-            yield [Listed(b.name, int(b.size), str(b.generation)) for b in blobs if b.name > start_after]
+            yield [Listed(b.name, int(b.size), str(b.generation), b.updated) for b in blobs if b.name > start_after]
             if not token:
                 return
 

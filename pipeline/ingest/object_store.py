@@ -20,6 +20,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -84,6 +85,7 @@ class Listed:
     key: str
     size: int
     etag: str
+    modified: datetime | None = None  # when its bytes were written: when it landed
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pipeline.common.output_schema import SCHEMA_VERSION
@@ -26,6 +29,15 @@ class FileResult:
     reason: str | None = None
     extra_columns: list[str] = field(default_factory=list)
     missing_columns: list[str] = field(default_factory=list)
+    landed_at: str | None = None  # a loaded file's mtime (a bucket object's LastModified), UTC ISO
+
+
+def landed_at(path: str | Path) -> str | None:
+    """When a landed file was written (its mtime; a fetched object's copy carries the object's), UTC ISO."""
+    try:
+        return datetime.fromtimestamp(os.stat(path).st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OSError:
+        return None
 
 
 @dataclass

@@ -56,7 +56,7 @@ from pipeline.common.config import LandingSettings
 from pipeline.ingest import isolated, reading
 from pipeline.ingest.landing import discover
 from pipeline.ingest.object_store import is_uri, parse_uri
-from pipeline.ingest.results import FileResult, IngestResult
+from pipeline.ingest.results import FileResult, IngestResult, landed_at
 from pipeline.ingest.rule_results import DAY_ARCHIVED, DAY_ARCHIVED_EXPECTATION, STAGE, Validation, ValidatorError
 from pipeline.warehouse import db, handle, sqlfiles
 from pipeline.warehouse.handle import Warehouse
@@ -376,7 +376,7 @@ class Ingestor:
                 _reject(batch, index, checked, v, known, self._name(checked.path))
                 continue
             result = FileResult(self._name(checked.path), "loaded", rows_read=checked.rows, extra_columns=checked.extra,
-                                missing_columns=checked.missing)
+                                missing_columns=checked.missing, landed_at=landed_at(checked.path))
             batch.jobs.append(_StoreJob(index, result, checked.size, checked.sha, first, v))
         batch.failures = pa.concat_tables(
             [v.failure_pairs(offset=j.first) for j in batch.jobs if (v := j.validation) is not None]

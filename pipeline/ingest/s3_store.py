@@ -99,7 +99,8 @@ class S3Store(Store):
             elif start_after:
                 ask["StartAfter"] = start_after
             page = self._retrying(what, lambda ask=ask: self._client.list_objects_v2(**ask))
-            yield [Listed(o["Key"], int(o["Size"]), str(o.get("ETag", ""))) for o in page.get("Contents", [])]
+            yield [Listed(o["Key"], int(o["Size"]), str(o.get("ETag", "")), o.get("LastModified"))
+                   for o in page.get("Contents", [])]
             if not page.get("IsTruncated"):
                 return
             token = page.get("NextContinuationToken")

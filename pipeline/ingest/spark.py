@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from pipeline.common import clock, stopping
 from pipeline.ingest.landing import discover
-from pipeline.ingest.results import FileResult
+from pipeline.ingest.results import FileResult, landed_at
 from pipeline.ingest.rule_results import (
     DAY_ARCHIVED,
     DAY_ARCHIVED_EXPECTATION,
@@ -226,7 +226,8 @@ class SparkIngestor:
                 results[r.index] = FileResult(str(r.path), "loaded", rows_read=r.rows, accepted=accepted,
                                               quarantined=r.quarantined,
                                               duplicates=r.rows - r.quarantined - accepted,
-                                              extra_columns=r.extra, missing_columns=r.missing)
+                                              extra_columns=r.extra, missing_columns=r.missing,
+                                              landed_at=landed_at(r.path))
             self._commit(batch, manifest, manifest_ids, reads, results, stored)
         except BaseException:
             self.warehouse.discard(batch)

@@ -151,6 +151,8 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             results = [j.result for j in judged]
             run.verdicts.update((r.release, r.verdict) for r in results)
             _step(run, "gate", t, f"{counted(len(results), 'release')} judged", releases=len(results))
+            if intraday:
+                _record_landed(wh, judged, d["per_file"])
             for j in judged:
                 if intraday and j.recorded and j.recorded.moved:
                     run.steps["gate"]["text"] += f"\n             release {j.result.release}: {moved_by(j, as_of)}"
@@ -215,6 +217,19 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
             if config.metrics.textfile:  # a failed run writes them too: its last success stays where it was
                 _write_metrics(wh, Path(config.metrics.textfile))
     return run, results
+
+
+def _record_landed(wh: Warehouse, judged: list[Judgement], files: list[dict[str, Any]]) -> None:
+    """Each stored look's `landed_from`: when the oldest file this run loaded had landed (the start of the
+    time to the published route: `pipeline state`, the metrics)."""
+    landed = [f["landed_at"] for f in files if f["status"] == "loaded" and f.get("landed_at")]
+    stored = [j.recorded.evaluation_uid for j in judged if j.recorded]
+    if not landed or not stored:
+        return
+    oldest = datetime.strptime(min(landed), "%Y-%m-%dT%H:%M:%SZ")
+    with wh.writing() as con:
+        for uid in stored:
+            sqlfiles.run(con, "rollout/intraday_landed", {"look_uid": uid, "landed_from": oldest})
 
 
 def moved_by(judged: Judgement, as_of: datetime) -> str:

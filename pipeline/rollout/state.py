@@ -518,6 +518,7 @@ class StateView:
     snapshot: dict[str, Any] | None = None  # read from a snapshot while a writer held the warehouse
     actions: list[Any] = dataclasses.field(default_factory=list)  # people's actions on it (actions.Action)
     published: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # views/render.last_published
+    intraday: dict[str, Any] | None = None  # views/render.intraday_latency: the newest look that moved a state
 
     def _rows(self) -> list[dict[str, Any]]:
         routes = {k: route_for(k, self.states, self.config, self.previous) for k in self.states}
@@ -536,4 +537,4 @@ class StateView:
                 "snapshot": self.snapshot,
                 "policy": dataclasses.asdict(self.config.rollout), "segments": self._rows(),
                 "actions": [a.to_dict() for a in self.actions],
-                "published": self.published}
+                "published": self.published, "intraday": self.intraday}

@@ -35,7 +35,8 @@ def state_text(view: Any) -> str:
         "looks: the last decisive looks, oldest first (F fail, P pass); `why` of a route quotes its state; "
         "\"override:\" is a person's action, not the gate's view",
         *(["actions (oldest first):", *acts] if acts else []),
-        *[published_text(p) for p in d["published"]]])
+        *[published_text(p) for p in d["published"]],
+        *([intraday_text(d["intraday"])] if d["intraday"] else [])])
 
 
 def last_published(con: Any, release: str) -> list[dict[str, Any]]:
@@ -48,6 +49,34 @@ def last_published(con: Any, release: str) -> list[dict[str, Any]]:
     names = [d[0] for d in cur.description]
     return [{k: v.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(v, datetime) else v
              for k, v in zip(names, r, strict=True)} for r in cur.fetchall()]
+
+
+def intraday_latency(con: Any, release: str) -> dict[str, Any] | None:
+    """The release's newest intra-day look that moved a rollout state (docs/intraday.md): when it looked, what
+    it moved, when the oldest file it read had landed, when its route was published, and the minutes between."""
+    from pipeline.warehouse import sqlfiles
+
+    row = sqlfiles.run(con, "rollout/intraday_latency", {"release": release}).fetchone()
+    if row is None:
+        return None
+    looked, moved, landed, published = row
+    minutes = round((published - landed).total_seconds() / 60, 1) if landed and published else None
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    return {"looked_at": looked.strftime(stamp), "moved": list(moved),
+            "landed_from": landed.strftime(stamp) if landed else None,
+            "published_at": published.strftime(stamp) if published else None, "landing_to_route_minutes": minutes}
+
+
+def intraday_text(i: dict[str, Any]) -> str:
+    """`pipeline state`'s line on the newest intra-day look that moved a state."""
+    text = f"intra-day look at {i['looked_at']} moved {len(i['moved'])} segments"
+    if i["published_at"] is None:
+        return text + "; its route is not published (no publish target, or the publish failed)"
+    text += f"; route published at {i['published_at']}"
+    if i["landed_from"] is not None:
+        text += (f", {i['landing_to_route_minutes']:g} min after the oldest file it read had landed "
+                 f"({i['landed_from']})")
+    return text
 
 
 def published_text(p: dict[str, Any]) -> str:

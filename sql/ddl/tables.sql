@@ -189,6 +189,7 @@ CREATE TABLE IF NOT EXISTS intraday_looks (
     failed_segments VARCHAR[] NOT NULL,    -- the segments (and 'release') whose look failed
     failed_gates    VARCHAR[][] NOT NULL,  -- each failed segment's enforced failing gates, in the same order
     moved           VARCHAR[] NOT NULL,    -- the segments whose rollout state this look moved
+    landed_from     TIMESTAMP,             -- the oldest landing time of the files its run loaded (NULL: none)
     config_digest   VARCHAR NOT NULL,
     code_version    VARCHAR NOT NULL,
     result          JSON NOT NULL
