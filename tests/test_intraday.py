@@ -75,6 +75,9 @@ def test_a_regression_landing_during_the_day_is_rolled_back_at_the_look_and_whol
     assert (f"release 4.12: rolled_back: {', '.join(sorted(rolled))} (intra-day look at 2026-11-30 23:30 UTC)"
             in look.stdout)
     assert "2 files loaded" in look.stdout and "archive" not in look.stdout  # the archive stays the nightly's
+    # the alert (the stdout sink) says what judged
+    assert "judged by the intra-day look at 2026-11-30T23:30:00Z (the day so far): verdict rollback_to_cloud" \
+        in look.stdout
     state = json.loads(run_cli("state", "--db", str(db), "--release", "4.12", "--json").stdout)
     by_key = {s["segment"]: s for s in state["segments"]}
     for key in rolled:
@@ -150,3 +153,22 @@ def _looks_done(db: Path) -> int:
             return con.execute("SELECT count(*) FROM runs WHERE kind = 'look' AND status = 'ok'").fetchone()[0]
     except Exception:  # not created yet, or held: the next poll tells
         return 0
+
+
+def test_the_samples_whole_day_verdicts_are_the_same_after_an_intraday_look(tmp_path):
+    """`make demo`'s sample, judged by the nightly of the 30th, looked at during the 30th, then judged by the
+    nightly of December 1st: every release's verdict and segment decisions are those without the look."""
+    looked, plain = tmp_path / "looked.duckdb", tmp_path / "plain.duckdb"
+    night = run_cli("nightly", "--landing", "sample_logs", "--db", str(looked), "--as-of", "2026-11-30")
+    assert night.returncode == 0, night.stderr
+    shutil.copy(looked, plain)
+    look = run_cli("look", "--landing", "sample_logs", "--db", str(looked), "--as-of", "2026-11-30 12:00")
+    assert look.returncode == 0, look.stderr
+    # 4.12 was rolled back by the nightly already (its failing look restarts the dwell), 4.11 passes (no move)
+    assert query(looked, "SELECT release, verdict, len(moved) FROM intraday_looks ORDER BY release") == [
+        ("4.11", "keep_edge", 0), ("4.12", "rollback_to_cloud", 0)]
+    for db in (looked, plain):
+        night = run_cli("nightly", "--landing", "sample_logs", "--db", str(db), "--as-of", "2026-12-01")
+        assert night.returncode == 0, night.stderr
+    assert _whole_day_verdicts(looked) == _whole_day_verdicts(plain)
+    assert [v for _, v, _ in _whole_day_verdicts(plain)][-2:] == ["keep_edge", "rollback_to_cloud"]

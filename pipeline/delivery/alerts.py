@@ -64,8 +64,10 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
     routes = rollout_state.routes(states, config, previous)
     told = story(result, states, config, previous)
     title = f"Release {release}: {rollout_state.headline(after, before, config, routes)}"
+    looked = (f"judged by the intra-day look at {result['as_of']} (the day so far)"
+              if rollout_state.intraday(result) else f"evaluated as of {result['as_of']}")
     lines = [title + (" (still, repeated)" if repeat else ""),
-             f"evaluated as of {result['as_of']}: verdict {result['verdict']} ({result['note']}); routes now: "
+             f"{looked}: verdict {result['verdict']} ({result['note']}); routes now: "
              f"{told.routes_text()}; "
              f"see `pipeline state --release {release}`"]
     for g, c in result["release_wide"].items():
