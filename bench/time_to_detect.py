@@ -45,7 +45,7 @@ from pipeline.planning.backtest import _comparisons_only  # noqa: E402
 from pipeline.planning.simulate import Population, generate  # noqa: E402
 from pipeline.rollout import state as rollout_state  # noqa: E402
 from pipeline.warehouse import db  # noqa: E402
-from pipeline.warehouse.aggregate import refresh_on, use_settings  # noqa: E402
+from pipeline.warehouse.aggregate import refresh, refresh_on, use_settings  # noqa: E402
 
 RELEASE = "4.12"
 DAY0 = datetime(2026, 11, 20)  # two healthy days, then the regression's day
@@ -161,6 +161,50 @@ def aa_release(seed: int, devices: int, per_device: int, days: int, config: Conf
     return looks, None
 
 
+def look_at_scale(rows: int, devices: int, work: Path) -> dict[str, float]:
+    """One look on a warehouse holding `rows` events of the day so far (loaded straight into DuckDB, one fake
+    manifest row per 1M-row chunk, as bench/warehouse.py builds its file, then one full roll-up), when the
+    day's last quarter of an hour lands as a file of rows / 96 events: the look's wall time and its steps'."""
+    day = DAY0 + timedelta(days=2)
+    db_path, landing = work / "telemetry.duckdb", work / "landing"
+    config = load_config(None)
+    last = day + timedelta(hours=23, minutes=45)
+    loaded = 0
+    with db.writing(db_path) as con:
+        for chunk in range(0, rows, 1_000_000):
+            n = min(1_000_000, rows - chunk)
+            table = generate(RELEASE, n, "healthy", chunk // 1_000_000, start=day, days=1,
+                             population=Population(devices=devices, device_seed=7_000 + chunk // 1_000_000))
+            table = table.filter(pc.less(table["event_time"], pa.scalar(last, pa.timestamp("us"))))
+            fid = con.execute("SELECT nextval('file_id_seq')").fetchall()[0][0]
+            con.register("t", table)
+            con.execute("INSERT INTO events BY NAME SELECT *, $fid AS file_id FROM t", {"fid": fid})
+            con.execute("INSERT INTO files (file_id, path, size_bytes, sha256, rows_read, accepted, quarantined, "
+                        "duplicates, status, ingested_at) VALUES ($fid, $path, 0, sha256($path), $n, $n, 0, 0, "
+                        "'loaded', now()::TIMESTAMP)", {"fid": fid, "path": f"bench://chunk-{fid}", "n": n})
+            con.unregister("t")
+            loaded += table.num_rows
+        con.execute("CHECKPOINT")
+    refresh(db_path, config, full=True)
+    batch = generate(RELEASE, rows // 96, "healthy", 999, start=day, days=1,
+                     population=Population(devices=devices, device_seed=7_000))
+    micros = pc.cast(batch["event_time"], pa.int64())
+    start_us = int((day - datetime(1970, 1, 1)) / timedelta(microseconds=1))
+    shifted = pc.add(pc.add(pc.divide(pc.subtract(micros, start_us), 96), start_us),
+                     int(timedelta(hours=23, minutes=45) / timedelta(microseconds=1)))
+    batch = batch.set_column(batch.column_names.index("event_time"), "event_time",
+                             pc.cast(shifted, pa.timestamp("us")))
+    landing.mkdir()
+    pq.write_table(batch, landing / "last-quarter.parquet", compression="zstd")
+    started = time.perf_counter()
+    run, _ = run_nightly(db_path, landing, config, as_of=day + timedelta(hours=23, minutes=59), kind="look",
+                         intraday=True)
+    wall = time.perf_counter() - started
+    assert run.status == "ok", run.error
+    return {"day_rows": loaded, "batch_rows": batch.num_rows, "look_s": wall,
+            **{f"{name}_s": step["seconds"] for name, step in run.steps.items()}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -171,7 +215,16 @@ def main() -> int:
     parser.add_argument("--aa", type=int, metavar="RELEASES", help="instead: this many A/A releases watched for "
                         "--aa-days days by a look every 15 minutes; prints those with a false rollback")
     parser.add_argument("--aa-days", type=int, default=7)
+    parser.add_argument("--scale", type=int, metavar="ROWS", help="instead: the wall time of one look on a "
+                        "warehouse holding ROWS events of the day so far, its last quarter of an hour landing")
     args = parser.parse_args()
+    if args.scale:
+        with tempfile.TemporaryDirectory() as work:
+            r = look_at_scale(args.scale, args.devices, Path(work))
+        print(f"a look at {r['day_rows']:,} events of the day so far, {r['batch_rows']:,} landing: "
+              f"{r['look_s']:.1f} s (" + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in r.items()
+                                                   if k.endswith("_s") and k != "look_s") + "); target <= 60 s")
+        return 0
     if args.aa:
         config = _comparisons_only(load_config(None))
         print(f"A/A: {args.aa} releases of {args.devices:,} devices x {args.per_device} requests a day, "
