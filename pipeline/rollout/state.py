@@ -233,7 +233,8 @@ def current(con: Any, release: str, config: Config, now: datetime, acts: list[ac
     for a in acts:  # a segment an action names before any evaluation of it
         if a.segment != actions.WHOLE:
             states.setdefault(a.segment, SegmentState(a.segment))
-    looks = {segment: list(days.values()) for segment, days in by_segment.items()}
+    looks = {segment: [*by_segment.get(segment, {}).values(), *fails.get(segment, [])]
+             for segment in {*by_segment, *fails}}  # a promote ends at a failure of a gate it did not accept
     return with_overrides(states, acts, looks, config.rollout, now)
 
 
