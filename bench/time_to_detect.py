@@ -215,6 +215,7 @@ def main() -> int:
     parser.add_argument("--aa", type=int, metavar="RELEASES", help="instead: this many A/A releases watched for "
                         "--aa-days days by a look every 15 minutes; prints those with a false rollback")
     parser.add_argument("--aa-days", type=int, default=7)
+    parser.add_argument("--first-seed", type=int, default=1, help="the first seed (two processes: 1 and 11)")
     parser.add_argument("--scale", type=int, metavar="ROWS", help="instead: the wall time of one look on a "
                         "warehouse holding ROWS events of the day so far, its last quarter of an hour landing")
     args = parser.parse_args()
@@ -231,7 +232,7 @@ def main() -> int:
               f"{args.aa_days} days, a look every 15 minutes and the nightly at midnight; only the gates that "
               "compare with the cloud enforced (as pipeline backtest's A/A)")
         false = 0
-        for seed in range(1, args.aa + 1):
+        for seed in range(args.first_seed, args.first_seed + args.aa):
             started = time.perf_counter()
             looks, rolled = aa_release(seed, args.devices, args.per_device, args.aa_days, config)
             false += rolled is not None
@@ -244,7 +245,7 @@ def main() -> int:
           f"a file and a look every 15 minutes")
     print(f"{'seed':>4} {'first rollback (min)':>21} {'low tier on cloud (min)':>24} {'looks':>6} "
           f"{'look wall s (median)':>21} {'events':>10}")
-    for seed in range(1, args.seeds + 1):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         with tempfile.TemporaryDirectory() as work:
             r = one_seed(seed, args.devices, args.per_device, args.onset, args.look_lag, Path(work))
         rows.append(r)
