@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 from conftest import ROOT, query, run_cli, wait_until
+from test_output_schema import _validator
 
 LOW_TIER = {f"{task}/low/{bucket}" for task in ("intent", "rewrite", "summarize")
             for bucket in ("normal", "offline", "weak")}
@@ -105,8 +106,13 @@ def test_a_regression_landing_during_the_day_is_rolled_back_at_the_look_and_whol
     writes = query(db, "SELECT count(*) FROM routing_publishes WHERE status = 'published'")[0][0]
 
     again = run_cli("look", "--landing", str(landing), "--db", str(db), "--config", str(config),
-                    "--as-of", "2026-11-30 23:45")  # nothing new: nothing moves, nothing is published
+                    "--as-of", "2026-11-30 23:45", "--json")  # nothing new: nothing moves, nothing is published
     assert again.returncode == 0, again.stderr
+    said = json.loads(again.stdout)
+    _validator("nightly").validate(said)  # a look's JSON is the nightly's, its window the day so far
+    assert [g["window"]["partial_day"] for g in said["gates"]] == [
+        {"start": "2026-11-30T00:00:00Z", "end": "2026-11-30T23:45:00Z"}]
+    assert said["gates"][0]["window"]["days"] == 0 and said["gates"][0]["window"]["whole_days"] is False
     assert query(db, "SELECT count(*), count(*) FILTER (WHERE len(moved) = 0) FROM intraday_looks") == [(2, 1)]
     assert query(db, "SELECT count(*) FROM routing_publishes WHERE status = 'published'")[0][0] == writes
     history = run_cli("history", "--db", str(db), "--release", "4.12", "--format", "table")
