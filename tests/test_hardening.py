@@ -126,6 +126,7 @@ def test_ctrl_c_stops_a_runaway_query_at_once_with_exit_130(db_copy):
         took = time.monotonic() - t
     finally:
         proc.kill()  # the runaway query grows without bound: never leave it running
+        proc.wait(timeout=30)  # and reaped here, so a failure here is not a ResourceWarning in the next test
     assert took < 2.0
     assert proc.returncode == 130
     assert err == "pipeline sql: interrupted; the query was stopped\n"

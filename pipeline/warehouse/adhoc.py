@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import duckdb
@@ -65,6 +66,16 @@ def check_read_statement(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         raise UsageError(f"{shown} is refused: only read statements run here ({READ_FORMS})")
 
 
+def _stop(con: duckdb.DuckDBPyConnection, worker: threading.Thread) -> None:
+    """Interrupt the worker's statement until it ends (at most _JOIN_AFTER_INTERRUPT_S): an interrupt that
+    lands before DuckDB has begun executing is lost, and the statement would then run on, holding the exit
+    (seen once on a loaded machine: Ctrl-C after 0.2 s of a thread's CPU, and no exit in 30 s)."""
+    deadline = time.monotonic() + _JOIN_AFTER_INTERRUPT_S
+    while worker.is_alive() and time.monotonic() < deadline:
+        con.interrupt()
+        worker.join(0.05)
+
+
 def run_limited(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None,
                 timeout: float) -> tuple[list[str], list[tuple]]:
     """Columns and rows of `sql`; StatementTimeout after `timeout` s (0 = none);
@@ -84,12 +95,10 @@ def run_limited(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]
     try:
         worker.join(timeout or None)
     except KeyboardInterrupt:
-        con.interrupt()
-        worker.join(_JOIN_AFTER_INTERRUPT_S)
+        _stop(con, worker)
         raise
     if worker.is_alive():
-        con.interrupt()
-        worker.join(_JOIN_AFTER_INTERRUPT_S)
+        _stop(con, worker)
         raise StatementTimeout(f"the statement was stopped after {timeout:g} s, its time limit; "
                                f"allow longer with --timeout SECONDS or {TIMEOUT_ENV} (0 = no limit)")
     if "error" in outcome:
