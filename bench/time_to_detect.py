@@ -147,8 +147,8 @@ def aa_release(seed: int, devices: int, per_device: int, days: int, config: Conf
         con.execute("INSERT INTO events BY NAME SELECT * FROM quarter_rows")
         con.unregister("quarter_rows")
         now = DAY0 + QUARTER * (q + 1)
-        refresh_on(con, config, False, now)
         nightly = (q + 1) % 96 == 0
+        refresh_on(con, config, False, now, batch=not nightly)
         result = evaluate_gate(con, RELEASE, config, as_of=now, intraday=not nightly).to_dict()
         looks += 1
         found = rollout_state.looks_of(result) if nightly else rollout_state.intraday_fails_of(result)

@@ -11,7 +11,6 @@ saying what to run: its rollups are refreshed by its writer (`pipeline aggregate
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +24,6 @@ from pipeline.warehouse import sqlfiles
 from pipeline.warehouse.engine import engine_name
 
 ROLLUP, EVENTS = "rollup", "events"
-SHADOWED = ("rollup_hist", "rollup_device_day")  # the tables the gate reads
 
 
 @dataclass(frozen=True)
@@ -79,25 +77,19 @@ def reading(engine: Any, config: Config, window: Window, release: str, from_even
         if from_events:
             raise UsageError("--from-events is for DuckDB: a Spark gate reads the rollups")
         raise UsageError(f"the gate reads the rollups and {reason}; run: {fix}")
-    from pipeline.warehouse.aggregate import insert_gate_rollups
+    from pipeline.warehouse.aggregate import GATE_ROLLUPS, insert_gate_rollups, temp_rollup_ddl
 
     con = getattr(engine, "con", engine)
     try:
-        for table in SHADOWED:
-            con.execute(_temp_table(table))
+        for table in GATE_ROLLUPS:
+            con.execute(temp_rollup_ddl(table))
         sqlfiles.run(con, "rollups/window_days", window.params(release))
+        sqlfiles.view(con, "rollups/chunk_rows", "chunk_rows")
         insert_gate_rollups(con, config)
         yield Source(EVENTS, f"{reason}: rolled up from the window's events for this evaluation; "
                              f"`{fix}` lets the gate read the rollup")
     finally:
-        for table in (*SHADOWED, "chunk_days"):
+        for table in (*GATE_ROLLUPS, "chunk_days"):
             con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+        con.execute("DROP VIEW IF EXISTS temp.chunk_rows")
 
-
-def _temp_table(table: str) -> str:
-    """sql/ddl/derived.sql's CREATE TABLE of `table` as a temporary table (a read-only connection to a warehouse
-    no writer has opened since an upgrade may not have the stored one)."""
-    text = re.sub(r"--[^\n]*", "", sqlfiles.sql_file("ddl/derived").text)
-    head = f"CREATE TABLE IF NOT EXISTS {table} ("
-    statement = next(s.strip() for s in text.split(";") if s.strip().startswith(head))
-    return statement.replace("CREATE TABLE IF NOT EXISTS", "CREATE OR REPLACE TEMP TABLE", 1)

@@ -137,7 +137,7 @@ def run_nightly(db_path: Path, landing: Path | str, config: Config, as_of: datet
 
                 rolled = refresh_spark(wh, engine, config, now=now)
             else:
-                rolled = refresh(wh, config, now=now)
+                rolled = refresh(wh, config, now=now, batch=intraday)
             _step(run, "aggregate", t, str(rolled), **rolled.to_dict())
             stopping.check()
             t = time.perf_counter()

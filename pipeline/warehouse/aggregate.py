@@ -12,12 +12,20 @@ recomputed in chunks of about CHUNK_ROWS stored rows (a bigger day is a chunk of
 its own): the refresh's memory follows the chunk, not the run or the warehouse.
 A change of a setting stored figures depend on (network buckets, daily cap, a p95
 budget, the histograms' error) rebuilds everything.
+
+An intra-day look (`batch`) does not recompute the day so far: the new files' rows
+are rolled up alone and added to the gate's rollups (rollup_hist, rollup_device_day:
+counts and sums add up), so a look costs its batch, not the day. The days added to are
+provisional (rollup_provisional_days): their rollup_daily (exact quantiles, which do
+not add up) waits, and the next whole refresh recomputes them from their events, so
+whole-day verdicts are what they would have been without looks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -34,6 +42,7 @@ from pipeline.warehouse.handle import Warehouse
 
 CHUNK_ROWS = 1_000_000  # stored rows recomputed per pass of rollups/insert_days (whole days)
 ROLLUP_TABLES = ("rollup_daily", "rollup_hist", "rollup_device_day")
+GATE_ROLLUPS = ("rollup_hist", "rollup_device_day")  # the ones the gate reads
 
 
 @dataclass
@@ -42,21 +51,34 @@ class RefreshResult:
     days: list[tuple[str, date]] = field(default_factory=list)  # (release, day) recomputed
     groups: int = 0
     seconds: float = 0.0
+    added: list[tuple[str, date]] = field(default_factory=list)  # (release, day) an intra-day batch was added to
+    batch_rows: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"full_rebuild": self.full, "days_recomputed": [{"release": r, "day": d.isoformat()}
                                                                for r, d in self.days],
-                "groups_written": self.groups, "seconds": round(self.seconds, 3)}
+                "groups_written": self.groups, "seconds": round(self.seconds, 3),
+                "days_added_to": [{"release": r, "day": d.isoformat()} for r, d in self.added],
+                "batch_rows": self.batch_rows}
 
     def __str__(self) -> str:
-        if not self.days:
+        if not self.days and not self.added:
             return "rollup up to date: no new rows"
-        kind = "rebuilt" if self.full else "refreshed"
-        per_release: dict[str, list[date]] = {}
-        for r, d in self.days:
-            per_release.setdefault(r, []).append(d)
-        spans = ", ".join(f"{r} ({len(ds)} days, {min(ds)}..{max(ds)})" for r, ds in sorted(per_release.items()))
-        return f"rollup {kind}: {self.groups} groups for {spans} in {self.seconds:.2f} s"
+        parts = []
+        if self.days:
+            parts.append(f"{'rebuilt' if self.full else 'refreshed'}: {self.groups} groups for {_spans(self.days)}")
+        if self.added:
+            parts.append(f"{self.batch_rows} new rows added to {_spans(self.added)} (intra-day: the daily "
+                         "rollup of those days waits for the next whole refresh)")
+        return f"rollup {'; '.join(parts)} in {self.seconds:.2f} s"
+
+
+def _spans(days: list[tuple[str, date]]) -> str:
+    per_release: dict[str, list[date]] = {}
+    for r, d in days:
+        per_release.setdefault(r, []).append(d)
+    return ", ".join(f"{r} ({min(ds)})" if len(ds) == 1 else f"{r} ({len(ds)} days, {min(ds)}..{max(ds)})"
+                     for r, ds in sorted(per_release.items()))
 
 
 def settings_digest(config: Config) -> str:
@@ -110,28 +132,40 @@ def save_state(con: duckdb.DuckDBPyConnection, digest: str, now: datetime) -> No
 
 
 def refresh(warehouse: Warehouse | Path, config: Config, full: bool = False,
-            now: datetime | None = None) -> RefreshResult:
+            now: datetime | None = None, batch: bool = False) -> RefreshResult:
+    """`batch`: an intra-day look's refresh (the module's docstring)."""
     now = clock.now(now)
     start = time.perf_counter()
     with handle.of(warehouse, "aggregate") as wh, wh.writing() as con:
-        full, day_rows, groups = refresh_on(con, config, full, now)
-    return RefreshResult(full, [(r, d) for r, d, _ in day_rows], groups, time.perf_counter() - start)
+        done = refresh_on(con, config, full, now, batch)
+    return RefreshResult(done.full, [(r, d) for r, d, _ in done.day_rows], done.groups,
+                         time.perf_counter() - start, done.added, done.batch_rows)
 
 
-def refresh_on(con: duckdb.DuckDBPyConnection, config: Config, full: bool,
-               now: datetime) -> tuple[bool, list[tuple[str, date, int]], int]:
-    """The refresh on an open writing connection, in one transaction: (full rebuild?, (release, day, stored
-    rows) recomputed, rollup_daily groups written)."""
+@dataclass(frozen=True)
+class Refreshed:
+    full: bool  # rebuilt everything
+    day_rows: list[tuple[str, date, int]]  # (release, day, stored rows) recomputed whole
+    groups: int  # rollup_daily groups written
+    added: list[tuple[str, date]]  # (release, day) an intra-day batch was added to
+    batch_rows: int
+
+
+def refresh_on(con: duckdb.DuckDBPyConnection, config: Config, full: bool, now: datetime,
+               batch: bool = False) -> Refreshed:
+    """The refresh on an open writing connection, in one transaction."""
     digest = settings_digest(config)
     state = sqlfiles.run(con, "rollups/state").fetchone()
     full = full or state is None or state[1] != digest
     after = -1 if full else state[0]
+    whole = full or not batch
     con.begin()
     try:
         save_settings(con, config, digest, now)
         if full:
             sqlfiles.run(con, "rollups/clear_live_days")
-        sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after})
+        sqlfiles.run(con, "rollups/touched_days", {"after_file_id": after, "whole": whole})
+        sqlfiles.run(con, "rollups/batch_days", {"after_file_id": after, "whole": whole})
         day_rows = sqlfiles.run(con, "rollups/day_rows").fetchall()
         groups = 0
         if day_rows:
@@ -139,26 +173,58 @@ def refresh_on(con: duckdb.DuckDBPyConnection, config: Config, full: bool,
                 sqlfiles.run(con, f"rollups/delete_{table}")
         for first, last in day_chunks([rows for _, _, rows in day_rows], CHUNK_ROWS):
             sqlfiles.run(con, "rollups/chunk_days", {"first": first, "last": last})
+            sqlfiles.view(con, "rollups/chunk_rows", "chunk_rows")
             groups += insert_chunk(con, config, now)
-        if day_rows:
-            sqlfiles.run(con, "rollups/set_day_versions")
+        added = [(r, d) for r, d in con.execute("SELECT release, day FROM batch_days ORDER BY ALL").fetchall()]
+        batch_rows = add_batch(con, config, after) if added else 0
+        sqlfiles.run(con, "rollups/set_day_versions")
+        sqlfiles.run(con, "rollups/settle_provisional")
         save_state(con, digest, now)
         con.commit()
     except BaseException:
         con.rollback()
         raise
-    return full, day_rows, groups
+    return Refreshed(full, day_rows, groups, added, batch_rows)
+
+
+def add_batch(con: duckdb.DuckDBPyConnection, config: Config, after: int) -> int:
+    """Roll up the rows of files newer than `after` on the days of batch_days alone, into temporary tables that
+    shadow the gate's rollups, and add them to the stored ones; the days become provisional. The rows rolled up."""
+    rows = sqlfiles.run(con, "rollups/batch_rows", {"after_file_id": after}).fetchall()[0][0]
+    con.execute("CREATE OR REPLACE TEMP VIEW chunk_rows AS SELECT * FROM batch_rows")
+    for table in GATE_ROLLUPS:
+        con.execute(temp_rollup_ddl(table))
+    insert_gate_rollups(con, config)
+    for table in GATE_ROLLUPS:
+        con.execute(f"ALTER TABLE temp.{table} RENAME TO batch_{table.removeprefix('rollup_')}")
+    sqlfiles.run(con, "rollups/add_batch_hist")
+    sqlfiles.run(con, "rollups/add_batch_device_days")
+    sqlfiles.run(con, "rollups/mark_provisional")
+    con.execute("DROP VIEW temp.chunk_rows")
+    for table in ("batch_hist", "batch_device_day", "batch_rows"):
+        con.execute(f"DROP TABLE temp.{table}")
+    return rows
+
+
+def temp_rollup_ddl(table: str) -> str:
+    """sql/ddl/derived.sql's CREATE TABLE of `table` as a temporary table of the same name, which shadows the
+    stored one on this connection until dropped (also on a read-only connection to a warehouse no writer has
+    opened since an upgrade, which may not have the stored one)."""
+    text = re.sub(r"--[^\n]*", "", sqlfiles.sql_file("ddl/derived").text)
+    head = f"CREATE TABLE IF NOT EXISTS {table} ("
+    statement = next(s.strip() for s in text.split(";") if s.strip().startswith(head))
+    return statement.replace("CREATE TABLE IF NOT EXISTS", "CREATE OR REPLACE TEMP TABLE", 1)
 
 
 def insert_chunk(con: duckdb.DuckDBPyConnection, config: Config, now: datetime) -> int:
-    """Recompute every rollup for the days of the temp table chunk_days; the number of rollup_daily groups."""
+    """Recompute every rollup of the rows of the view chunk_rows; the number of rollup_daily groups."""
     groups = sqlfiles.run(con, "rollups/insert_days", {"updated_at": now}).fetchone()[0]
     insert_gate_rollups(con, config)
     return groups
 
 
 def insert_gate_rollups(con: duckdb.DuckDBPyConnection, config: Config) -> None:
-    """The rollups the gate reads (rollup_hist, rollup_device_day) for the days of the temp table chunk_days."""
+    """The rollups the gate reads (rollup_hist, rollup_device_day) of the rows of the view chunk_rows."""
     log_gamma = {"log_gamma": sketch.log_gamma(config.engine.sketch_relative_error)}
     sqlfiles.run(con, "rollups/insert_hist_days", log_gamma)
     sqlfiles.run(con, "rollups/insert_lag_days", log_gamma)

@@ -162,3 +162,13 @@ def arrow(con: duckdb.DuckDBPyConnection | Any, relname: str, params: dict[str, 
     if runner is not None:
         return runner(relname, params)
     return con.sql(sf.text, params=params).to_arrow_table()
+
+
+def view(con: duckdb.DuckDBPyConnection | Any, relname: str, name: str) -> None:
+    """One sql/ file's query (no parameters) as the temporary view `name`, which the files run after it read,
+    on DuckDB or on an engine of pipeline/warehouse/engine.py."""
+    viewer = getattr(con, "view_sql_file", None)
+    if viewer is not None:
+        viewer(relname, name)
+        return
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS\n{sql_file(relname).text}")

@@ -88,6 +88,13 @@ CREATE TABLE IF NOT EXISTS rollup_stale_days (
     release VARCHAR NOT NULL,
     day     DATE NOT NULL
 );
+-- (release, day) pairs an intra-day look's batch was added to (sql/rollups/add_batch_*.sql): their rollup_daily has
+-- waited since, and the next whole refresh recomputes them
+CREATE TABLE IF NOT EXISTS rollup_provisional_days (
+    release VARCHAR NOT NULL,
+    day     DATE NOT NULL,
+    PRIMARY KEY (release, day)
+);
 -- which refresh last recomputed each (release, day)'s roll-ups: a snapshot (pipeline/warehouse/snapshots.py) takes
 -- the days whose version changed since the previous one
 CREATE TABLE IF NOT EXISTS rollup_day_versions (

@@ -1,15 +1,10 @@
 -- name: insert_days
--- description: recompute the daily rollup (release x day x task x route x tier x bucket) for the days in chunk_days
+-- description: recompute the daily rollup (release x day x task x route x tier x bucket) of the rows of chunk_rows
 -- params: updated_at
 INSERT INTO rollup_daily
 -- picked is read by three parts below: NOT MATERIALIZED streams it to each instead of holding every
 -- column of the chunk's rows in memory (the quantiles keep their own inputs)
-WITH picked AS NOT MATERIALIZED (
-    SELECT e.* FROM events_enriched e JOIN chunk_days t ON e.release = t.release AND e.day = t.day
-    -- the range lets DuckDB skip row groups of other days
-    WHERE e.event_time >= (SELECT min(day) FROM chunk_days)
-      AND e.event_time < (SELECT max(day) FROM chunk_days) + INTERVAL 1 DAY
-),
+WITH picked AS NOT MATERIALIZED (SELECT * FROM chunk_rows),
 -- the cap is on a device's whole day of edge inference (all tasks and networks); a group counts
 -- the device-days that had a request in it, each with the device's total for that day
 device_day_totals AS (

@@ -1,5 +1,5 @@
 -- name: insert_device_days
--- description: recompute the device-day rollup (release x day x device x task x route x tier x bucket) for the days in chunk_days: the counts and sums the gate's device-level tests read
+-- description: recompute the device-day rollup (release x day x device x task x route x tier x bucket) of the rows of chunk_rows: the counts and sums the gate's device-level tests read
 -- params: budget_tasks, peak_budget, resident_budget, total_budget, cold_budget, rise_budget, peak_default, resident_default, total_default, cold_default, rise_default
 -- `*_over` counts values above the task's p95 budget ($budget_tasks names the tasks with their own budget, the
 -- *_budget lists hold them in the same order, as in sql/gate/segment_counts.sql). The matrix attributes are the
@@ -7,10 +7,7 @@
 -- 5M events, and each skipped the rows where its own column was NULL).
 INSERT INTO rollup_device_day
 WITH picked AS (
-    SELECT e.*, list_position($budget_tasks, e.task) AS budget_at
-    FROM events_enriched e JOIN chunk_days t ON e.release = t.release AND e.day = t.day
-    WHERE e.event_time >= (SELECT min(day) FROM chunk_days)
-      AND e.event_time < (SELECT max(day) FROM chunk_days) + INTERVAL 1 DAY
+    SELECT *, list_position($budget_tasks, task) AS budget_at FROM chunk_rows
 ),
 budgeted AS (
     SELECT *,

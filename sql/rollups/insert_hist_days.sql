@@ -1,15 +1,11 @@
 -- name: insert_hist_days
--- description: the log-bucket histograms of the days in chunk_days (release x day x task x route x tier x bucket x figure): counts per bucket of each figure the gate budgets
+-- description: the log-bucket histograms of the rows of chunk_rows (release x day x task x route x tier x bucket x figure): counts per bucket of each figure the gate budgets
 -- params: log_gamma
 -- Bucket k > 0 holds values in (gamma^(k-1-1000000), gamma^(k-1000000)]; negative buckets mirror them; 0 holds
 -- values within 1e-9 of zero. gamma = (1 + e) / (1 - e) for the relative error e (engine.sketch_relative_error).
 -- The same SQL runs on DuckDB and, transpiled, on Spark: both write the same buckets and counts.
 INSERT INTO rollup_hist
-WITH picked AS (
-    SELECT e.* FROM events_enriched e JOIN chunk_days t ON e.release = t.release AND e.day = t.day
-    WHERE e.event_time >= (SELECT min(day) FROM chunk_days)
-      AND e.event_time < (SELECT max(day) FROM chunk_days) + INTERVAL 1 DAY
-),
+WITH picked AS (SELECT * FROM chunk_rows),
 vals AS (
     SELECT release, day, task, route, device_tier, network_bucket, 'peak' AS figure, peak_mem_ratio AS x
     FROM picked WHERE peak_mem_ratio IS NOT NULL

@@ -58,6 +58,7 @@ def refresh_spark(where: handle.Warehouse | Path, engine: SparkEngine, config: C
                                                    "release STRING, day DATE")
             touched.createOrReplaceTempView("touched_days")
             touched.createOrReplaceTempView("chunk_days")  # DuckDB recomputes in chunks; Spark in one pass
+            sqlfiles.view(engine, "rollups/chunk_rows", "chunk_rows")
             daily = warehouse.staged(batch, "rollup_daily", "replace")
             (engine.frame("rollups/insert_days", {"updated_at": now})
              .withColumn("date", F.date_format("day", "yyyy-MM-dd"))

@@ -46,6 +46,7 @@ SPARK_FILES: tuple[str, ...] = (
     "gate/weak_latency",
     "gate/segment_histograms",
     "backtest/source",
+    "rollups/chunk_rows",
     "rollups/insert_days",
     "rollups/insert_hist_days",
     "rollups/insert_device_days",

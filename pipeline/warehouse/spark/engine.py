@@ -90,6 +90,10 @@ class SparkEngine:
         args = {k: spark_value(v) for k, v in (params or {}).items()}
         return self.spark.sql(dialect.spark_sql(relname), args=args)
 
+    def view_sql_file(self, relname: str, name: str) -> None:
+        """A SPARK_FILES query as the temporary view `name` (pipeline/warehouse/sqlfiles.py view())."""
+        self.frame(relname).createOrReplaceTempView(name)
+
     def run_sql_file(self, relname: str, params: dict[str, Any]) -> Rows:
         try:
             self._rescope(params)

@@ -1,20 +1,7 @@
 WITH picked AS (
   SELECT
-    e.*
-  FROM events_enriched AS e
-  JOIN chunk_days AS t
-    ON e.release = t.release AND e.day = t.day
-  WHERE
-    e.event_time >= (
-      SELECT
-        MIN(day)
-      FROM chunk_days
-    )
-    AND e.event_time < (
-      SELECT
-        MAX(day)
-      FROM chunk_days
-    ) + INTERVAL '1' DAY
+    *
+  FROM chunk_rows
 ), device_day_totals AS (
   SELECT
     release,

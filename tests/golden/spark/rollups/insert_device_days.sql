@@ -1,21 +1,8 @@
 WITH picked AS (
   SELECT
-    e.*,
-    NULLIF(ARRAY_POSITION(:budget_tasks, e.task), 0) AS budget_at
-  FROM events_enriched AS e
-  JOIN chunk_days AS t
-    ON e.release = t.release AND e.day = t.day
-  WHERE
-    e.event_time >= (
-      SELECT
-        MIN(day)
-      FROM chunk_days
-    )
-    AND e.event_time < (
-      SELECT
-        MAX(day)
-      FROM chunk_days
-    ) + INTERVAL '1' DAY
+    *,
+    NULLIF(ARRAY_POSITION(:budget_tasks, task), 0) AS budget_at
+  FROM chunk_rows
 ), budgeted AS (
   SELECT
     *,
