@@ -122,10 +122,15 @@ def test_a_regression_landing_during_the_day_is_rolled_back_at_the_look_and_whol
     # the next night judges the whole 30th the same way with and without the looks
     for warehouse in (db, without):
         night = run_cli("nightly", "--landing", str(landing), "--db", str(warehouse), "--config", str(config),
-                        "--as-of", "2026-12-01")
+                        "--as-of", "2026-12-01", *(["--report-dir", str(tmp_path / "reports")] if warehouse == db
+                                                   else []))
         assert night.returncode == 0, night.stderr
     assert _whole_day_verdicts(db) == _whole_day_verdicts(without)
     assert _whole_day_verdicts(db)[-1][1] != "keep_edge"
+    # the night's report tells the look's story in state's words
+    page = (tmp_path / "reports" / "report-4.12.html").read_text()
+    assert (f"<dt>intra-day look</dt><dd>intra-day look at 2026-11-30T23:30:00Z moved {len(rolled)} segments; "
+            f"route published at {seen['published_at']}, {seen['landing_to_route_minutes']:g} min after") in page
 
 
 def test_schedule_looks_every_interval_between_nightly_runs_and_stops_on_sigterm(tmp_path):

@@ -42,7 +42,7 @@ from pipeline.common.units import figure_of, interval_text, limit_text, p_text, 
 from pipeline.common.vocabulary import BUCKETS, TIERS, Side, Status, Tier, Verdict
 from pipeline.gate.drill import NULL
 from pipeline.gate.result import GateCheck, GateResult, Segment
-from pipeline.views.render import last_published, published_text
+from pipeline.views.render import intraday_latency, intraday_text, last_published, published_text
 from pipeline.views.story import ROUTE_WORDS, ReleaseStory, group_heading, read_story
 from pipeline.warehouse import sqlfiles
 
@@ -93,6 +93,7 @@ def write_report(con: duckdb.DuckDBPyConnection, release: str, config: Config, o
     data["story"] = story or read_story(con, result.to_dict(), config)
     data["actions"] = _actions(con, result)
     data["published"] = last_published(con, release)
+    data["intraday"] = intraday_latency(con, release)
     page = _page(result, config, data, index_href)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -494,6 +495,7 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
         ("people's actions", "; ".join(data["actions"]) or "none"),
         ("routing published", "; ".join(published_text(p) for p in data["published"])
          or "nowhere: no publish.targets (docs/publishing.md)"),
+        *[("intra-day look", intraday_text(data["intraday"]))] * (data["intraday"] is not None),
         ("read from", f"snapshot {result.snapshot['id']} published {result.snapshot['published_at']}: a writer "
                       "held the warehouse" if result.snapshot else "the warehouse"),
     ]
