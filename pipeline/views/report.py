@@ -495,7 +495,7 @@ def _facts(result: GateResult, config: Config, data: dict[str, Any]) -> str:
         ("people's actions", "; ".join(data["actions"]) or "none"),
         ("routing published", "; ".join(published_text(p) for p in data["published"])
          or "nowhere: no publish.targets (docs/publishing.md)"),
-        *[("intra-day look", intraday_text(data["intraday"]))] * (data["intraday"] is not None),
+        *([("intra-day look", intraday_text(data["intraday"]))] if data["intraday"] else []),
         ("read from", f"snapshot {result.snapshot['id']} published {result.snapshot['published_at']}: a writer "
                       "held the warehouse" if result.snapshot else "the warehouse"),
     ]
