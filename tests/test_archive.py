@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 import yaml
 from botocore.config import Config as BotoConfig
-from conftest import ROOT, query, run_cli, s3_env, valid_table, write
+from conftest import AZURITE_KEY, ROOT, azure_env, query, run_cli, s3_env, valid_table, write
 from deltalake import DeltaTable
 from test_output_schema import _validator
 
@@ -232,14 +232,42 @@ def test_an_archive_under_s3_on_moto(warehouse, s3_endpoint, monkeypatch, tmp_pa
     assert sorted(map(tuple, after)) == [(r, d.isoformat(), n, h) for r, d, n, h in before]
 
 
-@pytest.mark.parametrize("location", ["gs://archive/telemetry", "az://archive/telemetry"])
-def test_an_archive_on_a_store_delta_rs_is_not_tested_on_is_refused_naming_the_key(tmp_path, location):
+def test_an_archive_under_az_on_azurite(warehouse, azurite_endpoint, monkeypatch, tmp_path):
+    from azure.storage.blob import BlobServiceClient
+
+    db, _ = warehouse
+    for key, value in azure_env(azurite_endpoint).items():
+        monkeypatch.setenv(key, value)
+    BlobServiceClient.from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"]).create_container("archive")
+    before = sorted(query(db, PER_DAY.format("events")))
+    missing = _config(tmp_path, location="az://no-such-container/telemetry")
+    failed = run_cli("archive", "--db", str(db), "--config", str(missing), "--as-of", AS_OF.isoformat())
+    assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr
+    assert failed.stderr.startswith("pipeline archive: error: archive az://no-such-container/telemetry/events: ")
+    assert sorted(query(db, PER_DAY.format("events"))) == before  # nothing left the file
+    config = _config(tmp_path, location="az://archive/telemetry")
+    moved = _archive(db, config)
+    assert (moved["event_rows_moved"], moved["location"], moved["archive_bytes"]) == (
+        10 * ROWS, "az://archive/telemetry", None)
+    container = BlobServiceClient.from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"]) \
+        .get_container_client("archive")
+    assert any(b.name.startswith("telemetry/events/_delta_log/") for b in container.list_blobs())
+    options = {"account_name": "devstoreaccount1", "account_key": AZURITE_KEY, "endpoint": azurite_endpoint,
+               "allow_http": "true"}  # as any delta-rs reader names the account
+    assert DeltaTable("az://archive/telemetry/events", storage_options=options).to_pyarrow_dataset().count_rows() \
+        == 10 * ROWS
+    after = _all_events(db, config, PER_DAY.format("all_events").replace("*COLUMNS(*)", "*COLUMNS(* EXCLUDE (day))"))
+    assert sorted(map(tuple, after)) == [(r, d.isoformat(), n, h) for r, d, n, h in before]
+
+
+def test_a_gs_archive_is_refused_naming_the_key(tmp_path):
+    location = "gs://archive/telemetry"
     config = _config(tmp_path, location=location)
     done = run_cli("archive", "--db", str(tmp_path / "t.duckdb"), "--config", str(config))
     assert done.returncode == 2
     assert done.stderr == (f"pipeline archive: error: {config}: archive.location: {location!r}: the archive is a "
-                           "folder or s3://bucket/prefix; gs:// and az:// archives are not supported yet "
-                           "(docs/archive.md)\n")
+                           "folder, s3://bucket/prefix or az://container/prefix; gs:// archives are not supported "
+                           "yet (docs/archive.md)\n")
 
 
 def _differences(db: Path) -> dict[str, tuple[int, int]]:

@@ -3,7 +3,7 @@
 The gate reads rollups (docs/how-the-gate-decides.md), so raw events are kept in the file only for
 `archive.raw_events_days` whole days (the window, the late-data lag and recent days for analysts), and
 quarantined rows for `archive.quarantine_days`; older ones move to two Delta tables under
-`archive.location` (default `<db>.archive/`, or `s3://bucket/prefix`):
+`archive.location` (default `<db>.archive/`, or `s3://bucket/prefix` or `az://container/prefix`):
 
 - `events/`, partitioned by release and day (every contract column, `file_id`, and `day`);
 - `quarantine/`, partitioned by `quarantined_day` (every quarantined row with its rules).
@@ -122,8 +122,13 @@ def table_uri(root: str, kind: str) -> str:
 
 
 def storage_options(root: str, config: Config) -> dict[str, str] | None:
-    """delta-rs's options for an s3:// archive: the landing's endpoint and region (credentials come from the
-    environment as for every AWS tool), and conditional puts so two writers never overwrite a commit."""
+    """delta-rs's options for an archive in a bucket. s3://: the landing's endpoint and region (credentials come
+    from the environment as for every AWS tool), and conditional puts so two writers never overwrite a commit.
+    az:// (abfs[s]://): the account, key and blob endpoint of AZURE_STORAGE_CONNECTION_STRING, as an az://
+    landing reads it; else delta-rs finds AZURE_STORAGE_ACCOUNT_NAME and a service principal, managed identity
+    or `az login` itself, at the landing's endpoint when one is set (Azure's commits are conditional already)."""
+    if root.startswith(("az://", "abfs://", "abfss://")):
+        return _azure_options(config.landing.endpoint_url)
     if not root.startswith("s3://"):
         return None
     options = {"aws_conditional_put": "etag"}
@@ -135,6 +140,20 @@ def storage_options(root: str, config: Config) -> dict[str, str] | None:
     region = config.landing.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if region:
         options["aws_region"] = region
+    return options
+
+
+AZURE_CONNECTION_KEYS = {"AccountName": "azure_storage_account_name", "AccountKey": "azure_storage_account_key",
+                         "SharedAccessSignature": "azure_storage_sas_key", "BlobEndpoint": "azure_storage_endpoint"}
+
+
+def _azure_options(endpoint: str) -> dict[str, str]:
+    parts = dict(p.split("=", 1) for p in os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "").split(";") if "=" in p)
+    options = {AZURE_CONNECTION_KEYS[k]: v for k, v in parts.items() if k in AZURE_CONNECTION_KEYS}
+    if endpoint and "azure_storage_endpoint" not in options:
+        options["azure_storage_endpoint"] = endpoint
+    if options.get("azure_storage_endpoint", "").startswith("http://"):
+        options["allow_http"] = "true"
     return options
 
 
