@@ -151,8 +151,8 @@ def add_commands(sub: Any) -> None:
     _engine_options(p)
     p.set_defaults(func=cmd_nightly, kind="nightly")
 
-    p = sub.add_parser("look", help="an intra-day look once: ingest what landed, judge the whole days and the day "
-                                    "so far, roll back at once what fails (docs/intraday.md)",
+    p = sub.add_parser("look", help="an intra-day look once: ingest what landed, add it to the day's roll-ups, "
+                                    "judge the day so far, roll back at once what fails (docs/intraday.md)",
                        description="A failing segment moves toward the cloud and its route is published at once; a "
                                    "pass moves nothing (recovery waits for whole days). Stored as a look, never as "
                                    "an evaluation of a day: the nightly's verdicts are unchanged. Exit codes as "
