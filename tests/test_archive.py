@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -207,55 +208,47 @@ def test_the_gate_judges_alike_before_and_after_the_days_before_its_window_move(
     assert judged() == before
 
 
-def test_an_archive_under_s3_on_moto(warehouse, s3_endpoint, monkeypatch, tmp_path):
-    db, _ = warehouse
-    for key, value in s3_env(s3_endpoint).items():
-        monkeypatch.setenv(key, value)
-    client = boto3.client("s3", endpoint_url=s3_endpoint, config=BotoConfig(s3={"addressing_style": "path"}))
+def _s3_bucket(endpoint: str) -> tuple[Callable[[], list[str]], dict[str, str]]:
+    """moto's S3 (its credentials in the environment): the archive bucket's keys, a delta-rs reader's options."""
+    client = boto3.client("s3", endpoint_url=endpoint, config=BotoConfig(s3={"addressing_style": "path"}))
     client.create_bucket(Bucket="archive")
-    before = sorted(query(db, PER_DAY.format("events")))
-    missing = _config(tmp_path, location="s3://no-such-bucket/telemetry")
-    failed = run_cli("archive", "--db", str(db), "--config", str(missing), "--as-of", AS_OF.isoformat())
-    assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr
-    assert failed.stderr.startswith("pipeline archive: error: archive s3://no-such-bucket/telemetry/events: ")
-    assert sorted(query(db, PER_DAY.format("events"))) == before  # nothing left the file
-    config = _config(tmp_path, location="s3://archive/telemetry")
-    moved = _archive(db, config)
-    assert (moved["event_rows_moved"], moved["location"], moved["archive_bytes"]) == (
-        10 * ROWS, "s3://archive/telemetry", None)
-    keys = [o["Key"] for o in client.list_objects_v2(Bucket="archive")["Contents"]]
-    assert any(k.startswith("telemetry/events/_delta_log/") for k in keys)
-    options = {"aws_endpoint_url": s3_endpoint, "aws_allow_http": "true", "aws_region": "us-east-1"}
-    assert DeltaTable("s3://archive/telemetry/events", storage_options=options).to_pyarrow_dataset().count_rows() \
-        == 10 * ROWS
-    after = _all_events(db, config, PER_DAY.format("all_events").replace("*COLUMNS(*)", "*COLUMNS(* EXCLUDE (day))"))
-    assert sorted(map(tuple, after)) == [(r, d.isoformat(), n, h) for r, d, n, h in before]
+    return (lambda: [o["Key"] for o in client.list_objects_v2(Bucket="archive")["Contents"]],
+            {"aws_endpoint_url": endpoint, "aws_allow_http": "true", "aws_region": "us-east-1"})
 
 
-def test_an_archive_under_az_on_azurite(warehouse, azurite_endpoint, monkeypatch, tmp_path):
+def _az_container(endpoint: str) -> tuple[Callable[[], list[str]], dict[str, str]]:
+    """Azurite, as _s3_bucket; the reader names the account as any delta-rs reader does."""
     from azure.storage.blob import BlobServiceClient
 
+    container = BlobServiceClient.from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"]) \
+        .create_container("archive")
+    return (lambda: [b.name for b in container.list_blobs()],
+            {"account_name": "devstoreaccount1", "account_key": AZURITE_KEY, "endpoint": endpoint,
+             "allow_http": "true"})
+
+
+@pytest.mark.parametrize(("scheme", "emulator", "env", "store"), [
+    ("s3", "s3_endpoint", s3_env, _s3_bucket), ("az", "azurite_endpoint", azure_env, _az_container)])
+def test_an_archive_in_a_bucket_on_its_emulator(scheme, emulator, env, store, warehouse, request, monkeypatch,
+                                                tmp_path):
     db, _ = warehouse
-    for key, value in azure_env(azurite_endpoint).items():
+    endpoint = request.getfixturevalue(emulator)
+    for key, value in env(endpoint).items():
         monkeypatch.setenv(key, value)
-    BlobServiceClient.from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"]).create_container("archive")
+    keys, options = store(endpoint)
     before = sorted(query(db, PER_DAY.format("events")))
-    missing = _config(tmp_path, location="az://no-such-container/telemetry")
+    missing = _config(tmp_path, location=f"{scheme}://no-such-bucket/telemetry")
     failed = run_cli("archive", "--db", str(db), "--config", str(missing), "--as-of", AS_OF.isoformat())
     assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr
-    assert failed.stderr.startswith("pipeline archive: error: archive az://no-such-container/telemetry/events: ")
+    assert failed.stderr.startswith(f"pipeline archive: error: archive {scheme}://no-such-bucket/telemetry/events: ")
     assert sorted(query(db, PER_DAY.format("events"))) == before  # nothing left the file
-    config = _config(tmp_path, location="az://archive/telemetry")
+    config = _config(tmp_path, location=f"{scheme}://archive/telemetry")
     moved = _archive(db, config)
     assert (moved["event_rows_moved"], moved["location"], moved["archive_bytes"]) == (
-        10 * ROWS, "az://archive/telemetry", None)
-    container = BlobServiceClient.from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"]) \
-        .get_container_client("archive")
-    assert any(b.name.startswith("telemetry/events/_delta_log/") for b in container.list_blobs())
-    options = {"account_name": "devstoreaccount1", "account_key": AZURITE_KEY, "endpoint": azurite_endpoint,
-               "allow_http": "true"}  # as any delta-rs reader names the account
-    assert DeltaTable("az://archive/telemetry/events", storage_options=options).to_pyarrow_dataset().count_rows() \
-        == 10 * ROWS
+        10 * ROWS, f"{scheme}://archive/telemetry", None)
+    assert any(k.startswith("telemetry/events/_delta_log/") for k in keys())
+    assert DeltaTable(f"{scheme}://archive/telemetry/events", storage_options=options).to_pyarrow_dataset() \
+        .count_rows() == 10 * ROWS
     after = _all_events(db, config, PER_DAY.format("all_events").replace("*COLUMNS(*)", "*COLUMNS(* EXCLUDE (day))"))
     assert sorted(map(tuple, after)) == [(r, d.isoformat(), n, h) for r, d, n, h in before]
 
