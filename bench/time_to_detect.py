@@ -91,7 +91,7 @@ def one_seed(seed: int, devices: int, per_device: int, onset_hour: float, look_l
     config = load_config(work / "gates.yaml")
     third = DAY0 + timedelta(days=2)
     _land(table, DAY0, third, landing / "healthy.parquet")
-    run, _ = run_nightly(db, landing, config, as_of=third)
+    run, _ = run_nightly(db, landing, config, as_of=third, alert_out=io.StringIO())
     assert run.status == "ok", run.error
     first_look = onset - timedelta(hours=1)
     _land(table, third, first_look, landing / "third" / "before.parquet")
@@ -102,7 +102,8 @@ def one_seed(seed: int, devices: int, per_device: int, onset_hour: float, look_l
             _land(table, at - QUARTER, at, landing / "third" / f"{at:%H%M}.parquet")
         look_at = at + timedelta(minutes=look_lag)
         started = time.perf_counter()
-        run, _ = run_nightly(db, landing, config, as_of=look_at, kind="look", intraday=True)
+        run, _ = run_nightly(db, landing, config, as_of=look_at, kind="look", intraday=True,
+                             alert_out=io.StringIO())
         wall = time.perf_counter() - started
         assert run.status == "ok", run.error
         looks.append(wall)
