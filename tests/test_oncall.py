@@ -471,3 +471,18 @@ def test_the_step_summary_stays_under_githubs_cap_for_a_thousand_segments(demo):
     assert len(text.encode()) < STEP_SUMMARY_LIMIT and text.count("\n| task") == 1000
     capped = step_summary({**verdict, "segments": many}, story, limit=20_000)
     assert len(capped.encode()) <= 20_000 and capped.rstrip().endswith("the step summary is capped at 20,000 bytes")
+
+
+def test_a_gate_failed_for_want_of_proof_says_so_where_its_figure_is_on_the_safe_side():
+    from pipeline.views.story import failed_text
+
+    unproven = {"measured": 0.249446, "threshold": 0.4, "burden": "prove_safe", "interval": [0.244128, 0.444855]}
+    broken = {**unproven, "measured": 0.421}
+    harm = {**unproven, "burden": "prove_harm"}
+    detect = {"measured": 0.97, "threshold": 0.95, "burden": "prove_safe", "interval": [0.91, 0.99]}  # a "min" gate
+    assert failed_text({"peak_memory": unproven}, ["peak_memory"]) == (
+        "peak memory 24.9% of RAM (<= 40% of RAM), not shown within it (could be 44.5% of RAM)")
+    assert failed_text({"peak_memory": broken}, ["peak_memory"]) == "peak memory 42.1% of RAM (<= 40% of RAM)"
+    assert failed_text({"peak_memory": harm}, ["peak_memory"]) == "peak memory 24.9% of RAM (<= 40% of RAM)"
+    assert failed_text({"failure_detectability": detect}, ["failure_detectability"]) == (
+        "failure detectability 97% (>= 95%), not shown within it (could be 91%)")

@@ -89,7 +89,9 @@ def build_alert(release: str, before: rollout_state.RolloutStatus, after: rollou
         if routes[key][0] == PREVIOUS_EDGE:
             failing[-1]["model_id"] = previous.model_id
     for f in failing[:MAX_SEGMENT_LINES]:
-        shown = failed_text({x["gate"]: x for x in f["gates"]}, [x["gate"] for x in f["gates"]])
+        seg = metrics.get(f["segment"])  # its whole figures: failed_text says when a gate was not shown safe
+        shown = failed_text(seg["metrics"] if seg else {x["gate"]: x for x in f["gates"]},
+                            [x["gate"] for x in f["gates"]])
         to = (f" -> previous_edge ({f['model_id']} of release {previous.release})" if f["route"] == PREVIOUS_EDGE
               else "")
         lines.append(f"- {f['segment']} ({f['state']} since {f['since']}, {f['rows']} rows): {shown}{to}")

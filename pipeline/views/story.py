@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.common.registry import label
+from pipeline.common.registry import BY_NAME, label
 from pipeline.common.units import alpha_text, figure_of, limit_of
 from pipeline.common.vocabulary import PREVIOUS_EDGE, Route, RouteCause, Status, Verdict
 from pipeline.rollout import state as rollout_state
@@ -121,10 +121,24 @@ def evidence(segment: dict[str, Any]) -> str:
 
 
 def failed_text(metrics: dict[str, Any], gates: list[str]) -> str:
-    """'quality loss 13.5% (<= 3%), kill rate 13.1% (<= 1%) over the low tier': failed gates with their figures."""
+    """'quality loss 13.5% (<= 3%), kill rate 13.1% (<= 1%) over the low tier': failed gates with their figures.
+    A gate that must be shown safe (burden prove_safe) and failed with its figure on the safe side says so:
+    'peak memory 24.9% of RAM (<= 40% of RAM), not shown within it (could be 44.5% of RAM)'."""
     return ", ".join(f"{label(g)} {figure_of(g, metrics[g]['measured'])} ({limit_of(g, metrics[g]['threshold'])})"
                      + (f" over the {metrics[g]['judged_over']}" if metrics[g].get("judged_over") else "")
-                     for g in gates)
+                     + _unproven(g, metrics[g]) for g in gates)
+
+
+def _unproven(gate: str, m: dict[str, Any]) -> str:
+    measured, threshold = m.get("measured"), m.get("threshold")
+    if m.get("burden") != "prove_safe" or measured is None or threshold is None:
+        return ""
+    at_least = BY_NAME[gate].direction == "min" if gate in BY_NAME else False
+    if (measured < threshold) if at_least else (measured > threshold):
+        return ""
+    low, high = m.get("interval") or (None, None)
+    bound = low if at_least else high
+    return ", not shown within it" + (f" (could be {figure_of(gate, bound)})" if bound is not None else "")
 
 
 def read_story(con: Any, result: dict[str, Any], config: Any) -> ReleaseStory:
