@@ -135,13 +135,19 @@ def cmd_alerts_test(args: argparse.Namespace) -> int:
     return Exit.OK if all(t.ok for t in tried) else Exit.SINK_FAILED
 
 
+def _job_options(p: argparse.ArgumentParser) -> None:
+    """--landing, --db and --config: what nightly, look and schedule all read."""
+    p.add_argument("--landing", type=_landing, required=True,
+                   help="folder, or s3://, gs:// or az:// bucket/prefix, where telemetry Parquet lands "
+                        "(docs/landing.md)")
+    _db_option(p)
+    _config_option(p)
+
+
 def add_commands(sub: Any) -> None:
     """This group's subcommands, in the order `pipeline --help` lists them."""
     p = sub.add_parser("nightly", help="the main job once: ingest new files, refresh the rollup, judge releases")
-    p.add_argument("--landing", type=_landing, required=True,
-                   help="folder, or s3://bucket/prefix, where telemetry Parquet lands (docs/landing.md)")
-    _db_option(p)
-    _config_option(p)
+    _job_options(p)
     _as_of_option(p)
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
     p.add_argument("--report-dir", type=Path,
@@ -157,10 +163,7 @@ def add_commands(sub: Any) -> None:
                                    "pass moves nothing (recovery waits for whole days). Stored as a look, never as "
                                    "an evaluation of a day: the nightly's verdicts are unchanged. Exit codes as "
                                    "nightly's.")
-    p.add_argument("--landing", type=_landing, required=True,
-                   help="folder, or s3://bucket/prefix, where telemetry Parquet lands (docs/landing.md)")
-    _db_option(p)
-    _config_option(p)
+    _job_options(p)
     _as_of_option(p)
     p.add_argument("--routing-dir", type=Path, help="write routing-<release>.json for each judged release here")
     p.add_argument("--json", action="store_true", help="print the run and every look as one JSON object")
@@ -169,10 +172,7 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_nightly, kind=LOOK)
 
     p = sub.add_parser("schedule", help="keep running and fire the nightly job on a cron schedule (APScheduler)")
-    p.add_argument("--landing", type=_landing, required=True,
-                   help="folder, or s3://bucket/prefix, where telemetry Parquet lands (docs/landing.md)")
-    _db_option(p)
-    _config_option(p)
+    _job_options(p)
     p.add_argument("--cron", default="0 2 * * *", help="crontab expression (default: 02:00 every day)")
     p.add_argument("--timezone", default="UTC", help="timezone of --cron (default UTC: no DST surprises)")
     p.add_argument("--interval-seconds", type=float, help="fire every N seconds instead of --cron")

@@ -138,22 +138,13 @@ def refresh(warehouse: Warehouse | Path, config: Config, full: bool = False,
     start = time.perf_counter()
     with handle.of(warehouse, "aggregate") as wh, wh.writing() as con:
         done = refresh_on(con, config, full, now, batch)
-    return RefreshResult(done.full, [(r, d) for r, d, _ in done.day_rows], done.groups,
-                         time.perf_counter() - start, done.added, done.batch_rows)
-
-
-@dataclass(frozen=True)
-class Refreshed:
-    full: bool  # rebuilt everything
-    day_rows: list[tuple[str, date, int]]  # (release, day, stored rows) recomputed whole
-    groups: int  # rollup_daily groups written
-    added: list[tuple[str, date]]  # (release, day) an intra-day batch was added to
-    batch_rows: int
+    done.seconds = time.perf_counter() - start
+    return done
 
 
 def refresh_on(con: duckdb.DuckDBPyConnection, config: Config, full: bool, now: datetime,
-               batch: bool = False) -> Refreshed:
-    """The refresh on an open writing connection, in one transaction."""
+               batch: bool = False) -> RefreshResult:
+    """The refresh on an open writing connection, in one transaction (its seconds are the caller's to time)."""
     digest = settings_digest(config)
     state = sqlfiles.run(con, "rollups/state").fetchone()
     full = full or state is None or state[1] != digest
@@ -184,7 +175,7 @@ def refresh_on(con: duckdb.DuckDBPyConnection, config: Config, full: bool, now: 
     except BaseException:
         con.rollback()
         raise
-    return Refreshed(full, day_rows, groups, added, batch_rows)
+    return RefreshResult(full, [(r, d) for r, d, _ in day_rows], groups, 0.0, added, batch_rows)
 
 
 def add_batch(con: duckdb.DuckDBPyConnection, config: Config, after: int) -> int:
